@@ -1,0 +1,133 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// Pool is one Redis node: what the lock coordinator needs from it.
+// Implementations are safe for concurrent use.
+type Pool interface {
+	// Addr returns the node's address, the name it has in errors. Two pools
+	// with the same address are the same node.
+	Addr() string
+	// Do runs one command. The reply is as redigo returns it. Errors are
+	// *NodeError values.
+	Do(ctx context.Context, cmd string, args ...any) (any, error)
+	// Eval runs a script with EVALSHA, and with EVAL when the node does not
+	// have the script yet. Errors are *NodeError values.
+	Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error)
+	// Close releases the pool's connections. Calls made after Close fail.
+	Close() error
+}
+
+// ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.
+var ErrClosed = errors.New("redlock/pool: pool closed")
+
+// NodeError is an error from one node: the node did not answer in time, the
+// connection failed, or the node answered with an error reply.
+type NodeError struct {
+	Addr string // the node's address
+	Op   string // the command, e.g. "SET" or "EVALSHA"; "dial" while connecting
+	Err  error  // the cause; a redis.Error when the node replied with an error
+}
+
+// Error names the node, the command and the cause.
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("redlock/pool: node %s: %s: %v", e.Addr, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the node did not answer before the deadline.
+func (e *NodeError) Timeout() bool {
+	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(e.Err, &ne) && ne.Timeout()
+}
+
+// Replied reports whether the node answered with an error reply (the
+// command reached Redis and Redis refused it).
+func (e *NodeError) Replied() bool {
+	var re redis.Error
+	return errors.As(e.Err, &re)
+}
+
+// wrapErr tags err with the node and command, hiding any password that a
+// lower layer may have quoted.
+func wrapErr(addr, op string, err error, secret string) error {
+	if err == nil {
+		return nil
+	}
+	if secret != "" && strings.Contains(err.Error(), secret) {
+		err = redactedError{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), cause: err}
+	}
+	return &NodeError{Addr: addr, Op: op, Err: err}
+}
+
+// redactedError keeps the cause's identity for errors.Is while its text
+// has the secret removed.
+type redactedError struct {
+	msg   string
+	cause error
+}
+
+func (r redactedError) Error() string { return r.msg }
+func (r redactedError) Unwrap() error { return r.cause }
+
+// timeoutFor returns how long a command may take: until ctx's deadline, but
+// never longer than max (when max is positive).
+func timeoutFor(ctx context.Context, max time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	d := max
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return 0, context.DeadlineExceeded
+		}
+		if d <= 0 || left < d {
+			d = left
+		}
+	}
+	return d, nil
+}
+
+// run executes a command or a script on a connection with a timeout.
+// redigo's Script runs through boundConn, so EVALSHA and its EVAL fallback
+// are both bounded.
+func run(c redis.Conn, timeout time.Duration, script *redis.Script, cmd string, args []any) (any, error) {
+	if script != nil {
+		return script.Do(boundConn{Conn: c, timeout: timeout}, args...)
+	}
+	return redis.DoWithTimeout(c, timeout, cmd, args...)
+}
+
+// boundConn gives a connection's Do a fixed timeout, so that code written
+// against redis.Conn (redigo's Script) cannot block past it.
+type boundConn struct {
+	redis.Conn
+	timeout time.Duration
+}
+
+func (b boundConn) Do(cmd string, args ...any) (any, error) {
+	return redis.DoWithTimeout(b.Conn, b.timeout, cmd, args...)
+}
+
+func opName(script *redis.Script, cmd string) string {
+	if script != nil {
+		return "EVALSHA"
+	}
+	return strings.ToUpper(cmd)
+}

@@ -1,0 +1,67 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// DefaultCommandTimeout bounds a command on a pool from FromRedigo when the
+// caller's context has no deadline.
+const DefaultCommandTimeout = 1 * time.Second
+
+// FromRedigo wraps a redigo pool the caller already has; addr names the node
+// in errors and must differ between the nodes of one lock client. Each
+// call takes a connection from p with p.GetContext and returns it after the
+// reply. Commands are bounded by the caller's deadline, or by
+// DefaultCommandTimeout when there is none, even when p's connections were
+// dialled without timeouts. Close closes p.
+func FromRedigo(p *redis.Pool, addr string) Pool {
+	return &redigoPool{p: p, addr: addr}
+}
+
+type redigoPool struct {
+	p    *redis.Pool
+	addr string
+}
+
+func (r *redigoPool) Addr() string { return r.addr }
+
+func (r *redigoPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	return r.call(ctx, nil, cmd, args)
+}
+
+func (r *redigoPool) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
+	return r.call(ctx, script, "", keysAndArgs)
+}
+
+func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
+	op := opName(script, cmd)
+	if r.p == nil {
+		return nil, wrapErr(r.addr, op, ErrClosed, "")
+	}
+	timeout, err := timeoutFor(ctx, DefaultCommandTimeout)
+	if err != nil {
+		return nil, wrapErr(r.addr, op, err, "")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := r.p.GetContext(ctx)
+	if err != nil {
+		return nil, wrapErr(r.addr, "dial", err, "")
+	}
+	defer c.Close()
+	if timeout, err = timeoutFor(ctx, 0); err != nil {
+		return nil, wrapErr(r.addr, op, err, "")
+	}
+	reply, err := run(c, timeout, script, cmd, args)
+	return reply, wrapErr(r.addr, op, err, "")
+}
+
+func (r *redigoPool) Close() error {
+	if r.p == nil {
+		return nil
+	}
+	return r.p.Close()
+}

@@ -1,0 +1,276 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Client takes locks on a set of independent Redis nodes. It holds no lock
+// state of its own: every lock is a *Lock handle. A Client is safe for
+// concurrent use.
+type Client struct {
+	pools  []pool.Pool
+	quorum int
+	cfg    clientConfig
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+	bg     sync.WaitGroup
+}
+
+// New returns a Client over pools, one per independent Redis node; the
+// quorum is len(pools)/2+1. It returns an error when there is no pool, a
+// pool is nil, two pools have the same address, or an option is out of
+// range. The pools stay the caller's: Close does not close them.
+func New(pools []pool.Pool, opts ...Option) (*Client, error) {
+	if len(pools) == 0 {
+		return nil, errors.New("redlock: no pools: a lock needs at least one Redis node")
+	}
+	seen := make(map[string]int, len(pools))
+	for i, p := range pools {
+		if p == nil {
+			return nil, fmt.Errorf("redlock: pool %d is nil", i)
+		}
+		if j, dup := seen[p.Addr()]; dup {
+			return nil, fmt.Errorf("redlock: pools %d and %d are the same node %s", j, i, p.Addr())
+		}
+		seen[p.Addr()] = i
+	}
+	cfg := clientConfig{
+		driftFactor: DefaultDriftFactor,
+		nodeTimeout: DefaultNodeTimeout,
+		retry:       DefaultRetry,
+		clock:       clock.Real(),
+	}
+	for _, o := range opts {
+		o.applyClient(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{
+		pools:  append([]pool.Pool(nil), pools...),
+		quorum: len(pools)/2 + 1,
+		cfg:    cfg,
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Quorum returns how many nodes must agree: len(pools)/2+1.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Close stops the Client: it waits for the commands still running in the
+// background (replies that came after a round was decided, releases of
+// failed acquisitions; each bounded by the node timeout) and makes later
+// calls fail with ErrClosed. Locks still held are not released; they
+// expire with their TTL. Close does not close the pools.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+	c.bg.Wait()
+	return nil
+}
+
+// begin counts n background goroutines unless the client is closed.
+func (c *Client) begin(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.bg.Add(n)
+	return true
+}
+
+// drift is the allowance for clock drift set aside from a TTL.
+func (c *Client) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.cfg.driftFactor) + driftFloor
+}
+
+func (c *Client) checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("redlock: ttl %v is under the 1ms Redis resolution", ttl)
+	}
+	if d := c.drift(ttl); ttl <= d {
+		return fmt.Errorf("redlock: ttl %v leaves no validity after the clock-drift allowance %v", ttl, d)
+	}
+	return nil
+}
+
+func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (lockConfig, error) {
+	cfg := lockConfig{retry: c.cfg.retry}
+	if key == "" {
+		return cfg, errors.New("redlock: empty key")
+	}
+	if err := c.checkTTL(ttl); err != nil {
+		return cfg, err
+	}
+	for _, o := range opts {
+		o.applyLock(&cfg)
+	}
+	if cfg.minValidity < 0 {
+		return cfg, fmt.Errorf("redlock: minimum validity %v must not be negative", cfg.minValidity)
+	}
+	if cfg.minValidity >= ttl {
+		return cfg, fmt.Errorf("redlock: minimum validity %v is not below the ttl %v", cfg.minValidity, ttl)
+	}
+	if cfg.retrySet {
+		if err := validateRetry(cfg.retry); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// newToken returns 122 random bits from crypto/rand as a UUID string.
+func newToken() (string, error) {
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("redlock: generating a token: %w", err)
+	}
+	return u.String(), nil
+}
+
+// TryLock makes one attempt to take key for ttl on a quorum of nodes. It
+// sends SET key token NX PX ttl to every node at once and returns as soon as
+// the outcome is decided, without waiting for nodes that cannot change it.
+// The lock's validity is ttl minus the time the round took minus the drift
+// allowance (ttl*driftFactor + 2ms); the acquisition succeeds only with a
+// quorum and positive validity (above WithMinValidity when given).
+//
+// On failure every node that may hold the new token is released, including
+// nodes that reply after the decision (in the background), and the error
+// is a *QuorumError matching ErrNotAcquired that tells node by node whether
+// the key was held by another owner or the node failed. A ctx that ends
+// first adds ctx.Err() to the chain. Invalid arguments (empty key, ttl not
+// above the drift allowance) return an error before any node is asked;
+// after Close it returns ErrClosed.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	cfg, err := c.lockConfig(key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	return c.acquire(ctx, key, token, ttl, cfg)
+}
+
+// Lock takes key for ttl, trying round after round until it succeeds or ctx
+// ends. Between rounds it waits as the retry strategy says (WithRetry;
+// default DefaultRetry: random, growing from about 10ms to 250ms); a
+// strategy that gives up ends Lock with the last round's error. When ctx
+// ends first the error matches both ErrNotAcquired and ctx.Err(). All
+// rounds of one call use the same token. Other errors are as for TryLock.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	cfg, err := c.lockConfig(key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	for failures := 1; ; failures++ {
+		l, err := c.acquire(ctx, key, token, ttl, cfg)
+		var qe *QuorumError
+		if err == nil || !errors.As(err, &qe) || qe.Cause != nil {
+			return l, err
+		}
+		delay, again := cfg.retry.NextDelay(failures)
+		if !again {
+			return nil, err
+		}
+		t := c.cfg.clock.NewTimer(delay)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			qe.Cause = ctx.Err()
+			return nil, qe
+		case <-c.done:
+			t.Stop()
+			return nil, errors.Join(ErrClosed, err)
+		}
+	}
+}
+
+// acquire is one acquisition round with a given token.
+func (c *Client) acquire(ctx context.Context, key, token string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	ms := ttl.Milliseconds()
+	r, err := c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+		reply, err := p.Do(ctx, "SET", key, token, "NX", "PX", ms)
+		switch {
+		case err != nil:
+			return NodeFailed, err
+		case reply == nil:
+			return NodeRefused, nil
+		case reply == "OK":
+			return NodeOK, nil
+		}
+		return NodeFailed, &pool.NodeError{Addr: p.Addr(), Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
+	validity := until.Sub(c.cfg.clock.Now())
+	if r.ok && validity > cfg.minValidity {
+		return &Lock{c: c, key: key, token: token, until: until}, nil
+	}
+	c.releaseFailed(ctx, key, token, r)
+	if !r.ok {
+		validity = 0
+	}
+	return nil, c.quorumError("acquire", key, r, ErrNotAcquired, validity)
+}
+
+// releaseFailed undoes a failed acquisition: it releases, and waits for,
+// every node that replied OK or failed (a failed SET may still have landed),
+// and releases in the background every node that replies after the
+// decision, unless it refused.
+func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round) {
+	release := func(p pool.Pool) {
+		ctx, cancel := c.nodeContext(ctx)
+		defer cancel()
+		_, _ = p.Eval(ctx, releaseScript, key, token)
+	}
+	var wg sync.WaitGroup
+	for i, n := range r.nodes {
+		if n.Status == NodeOK || n.Status == NodeFailed {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				release(c.pools[i])
+			}()
+		}
+	}
+	c.afterLate(r, func(o outcome) {
+		if o.status != NodeRefused {
+			release(c.pools[o.i])
+		}
+	})
+	wg.Wait()
+}
+
+// Restore returns a handle on a lock taken elsewhere, for example by another
+// process that passed on its key and token. Its validity is unknown (zero)
+// until Extend succeeds. Extend and Unlock on it work as on a lock this
+// Client took.
+func (c *Client) Restore(key, token string) *Lock {
+	return &Lock{c: c, key: key, token: token}
+}

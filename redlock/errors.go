@@ -1,0 +1,132 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotAcquired matches every failed acquisition: the key is held by
+	// another owner on too many nodes, too many nodes failed, too little
+	// validity was left, or the caller's context ended. The error is a
+	// *QuorumError that says which, node by node.
+	ErrNotAcquired = errors.New("redlock: lock not acquired")
+	// ErrLockLost matches an Extend or Unlock that found fewer than a quorum
+	// of nodes still holding our token. The lock may have expired, been
+	// taken over, or the nodes may be unreachable; the *QuorumError says
+	// which, node by node.
+	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrReleased is returned by Extend on a lock that this handle has
+	// already unlocked.
+	ErrReleased = errors.New("redlock: lock released")
+	// ErrClosed is returned by calls on a closed Client.
+	ErrClosed = errors.New("redlock: client closed")
+)
+
+// NodeStatus is what one node did in a quorum round.
+type NodeStatus int
+
+const (
+	// NodePending: the node had not replied when the round was decided.
+	NodePending NodeStatus = iota
+	// NodeOK: the node did what was asked (acquired, extended or released
+	// our key).
+	NodeOK
+	// NodeRefused: on acquire, the key is held by another owner; on extend
+	// and unlock, the key does not hold our token (expired, released or
+	// taken by another owner).
+	NodeRefused
+	// NodeFailed: the node did not answer in time or answered with an
+	// error; see NodeResult.Err.
+	NodeFailed
+)
+
+// NodeResult is one node's part in a quorum round.
+type NodeResult struct {
+	Addr   string     // the node's address
+	Status NodeStatus // what the node did
+	Err    error      // the node's error when Status is NodeFailed
+}
+
+// QuorumError is returned when a round did not reach a quorum. It matches
+// ErrNotAcquired (acquire) or ErrLockLost (extend, unlock) with errors.Is,
+// and also the caller's context error when the context ended the round.
+// Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
+// context.DeadlineExceeded) speaks only of the caller's context.
+type QuorumError struct {
+	Op       string        // "acquire", "extend" or "unlock"
+	Key      string        // the lock key
+	Quorum   int           // nodes needed
+	Nodes    []NodeResult  // every node, in the order the Client was given them
+	Validity time.Duration // when a quorum agreed but too little validity was left: what was left (may be negative)
+	Err      error         // ErrNotAcquired or ErrLockLost
+	Cause    error         // the caller's context error, when the context ended the round
+}
+
+// Count returns how many nodes ended the round with status s.
+func (e *QuorumError) Count(s NodeStatus) int {
+	n := 0
+	for _, r := range e.Nodes {
+		if r.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Busy reports whether the lock is held by another owner on enough nodes
+// that no quorum was possible: the lock is taken, as opposed to the nodes
+// being unreachable.
+func (e *QuorumError) Busy() bool {
+	return e.Op == "acquire" && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
+}
+
+// Error lists the outcome on every node. It never contains the token.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: key %q: %d of %d nodes", e.Err, e.Key, e.Count(NodeOK), len(e.Nodes))
+	fmt.Fprintf(&b, " (quorum %d)", e.Quorum)
+	if e.Cause != nil {
+		fmt.Fprintf(&b, ", stopped by %v", e.Cause)
+	}
+	if e.Count(NodeOK) >= e.Quorum && e.Cause == nil {
+		fmt.Fprintf(&b, ", validity %v left is too little", e.Validity)
+	}
+	b.WriteString(": ")
+	for i, r := range e.Nodes {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(r.Addr)
+		b.WriteByte(' ')
+		b.WriteString(e.describe(r))
+	}
+	return b.String()
+}
+
+func (e *QuorumError) describe(r NodeResult) string {
+	switch r.Status {
+	case NodeOK:
+		return map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released"}[e.Op]
+	case NodeRefused:
+		if e.Op == "acquire" {
+			return "held by another owner"
+		}
+		return "not held by us"
+	case NodeFailed:
+		return "failed: " + r.Err.Error()
+	default:
+		return "no reply in time"
+	}
+}
+
+// Unwrap returns the sentinel (ErrNotAcquired or ErrLockLost) and, when the
+// caller's context ended the round, its error.
+func (e *QuorumError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Err, e.Cause}
+	}
+	return []error{e.Err}
+}

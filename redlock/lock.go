@@ -1,0 +1,155 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Lock is a lock held on a quorum of nodes, returned by TryLock, Lock or
+// Restore. It is safe for concurrent use.
+type Lock struct {
+	c     *Client
+	key   string
+	token string
+
+	mu       sync.Mutex
+	until    time.Time // validity end on the client's clock; zero when unknown
+	released bool
+}
+
+// Key returns the lock's key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the owner token: a random value that only this acquisition
+// knows. Anyone with the key and token can release the lock (see Restore),
+// so treat it as a secret: do not log it.
+func (l *Lock) Token() string { return l.token }
+
+// Until returns when the lock's validity ends, on the Client's clock: the
+// moment up to which no other client can hold it, as long as the nodes and
+// clocks behave as the drift allowance assumes. It is the zero time when
+// the validity is unknown (a restored lock not yet extended) and moves on
+// each successful Extend.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Validity returns the time left until Until, never negative.
+func (l *Lock) Validity() time.Duration {
+	until := l.Until()
+	if until.IsZero() {
+		return 0
+	}
+	if d := until.Sub(l.c.cfg.clock.Now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// Extend gives the lock a new ttl on every node that still holds our token,
+// and never re-creates a key that expired or was taken. With a quorum the
+// validity is recomputed from this round exactly as at acquisition and
+// Until moves. With fewer than a quorum still holding the token it returns
+// a *QuorumError matching ErrLockLost (nodes that did not answer count as
+// not holding it). After Unlock it returns ErrReleased; on a closed Client,
+// ErrClosed; for a bad ttl, an error naming it.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	if err := l.c.checkTTL(ttl); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return ErrReleased
+	}
+	ms := ttl.Milliseconds()
+	r, err := l.c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+		return scriptStatus(p.Eval(ctx, extendScript, l.key, l.token, ms))
+	})
+	if err != nil {
+		return err
+	}
+	until := r.start.Add(time.Duration(ms)*time.Millisecond - l.c.drift(ttl))
+	now := l.c.cfg.clock.Now()
+	if r.ok && until.After(now) {
+		l.mu.Lock()
+		if until.After(l.until) {
+			l.until = until
+		}
+		l.mu.Unlock()
+		return nil
+	}
+	e := l.c.quorumError("extend", l.key, r, ErrLockLost, 0)
+	if r.ok {
+		e.Validity = until.Sub(now)
+	}
+	if e.Count(NodeRefused) > len(e.Nodes)-e.Quorum {
+		// A quorum said the key is no longer ours: whatever validity was
+		// left is gone.
+		l.mu.Lock()
+		l.until = now
+		l.mu.Unlock()
+	}
+	return e
+}
+
+// Unlock releases the lock: on every node it deletes the key only if it
+// still holds our token, so it never touches another owner's lock. It
+// returns once a quorum has released (nodes that answer later are released
+// in the background). With fewer than a quorum releasing, it returns a
+// *QuorumError matching ErrLockLost: the lock had expired or been lost
+// before Unlock, or the nodes did not answer. A ctx that ends first adds
+// ctx.Err(); the release still runs on every node, bounded by the node
+// timeout. On a closed Client it returns ErrClosed.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	r, err := l.c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+		return scriptStatus(p.Eval(ctx, releaseScript, l.key, l.token))
+	})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.until = time.Time{}
+	l.mu.Unlock()
+	if r.ok {
+		return nil
+	}
+	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)
+}
+
+func (l *Lock) check() error {
+	switch {
+	case l.key == "":
+		return errors.New("redlock: empty key")
+	case l.token == "":
+		return errors.New("redlock: empty token")
+	}
+	return nil
+}
+
+// scriptStatus reads the 1/0 answer of the extend and release scripts.
+func scriptStatus(reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		return NodeFailed, err
+	}
+	if n, ok := reply.(int64); ok && n == 1 {
+		return NodeOK, nil
+	}
+	return NodeRefused, nil
+}
