@@ -163,30 +163,23 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	token, err := newToken()
-	if err != nil {
-		return nil, err
-	}
-	return c.acquire(ctx, key, token, ttl, cfg)
+	return c.acquire(ctx, key, ttl, cfg)
 }
 
 // Lock takes key for ttl, trying round after round until it succeeds or ctx
 // ends. Between rounds it waits as the retry strategy says (WithRetry;
 // default DefaultRetry: random, growing from about 10ms to 250ms); a
 // strategy that gives up ends Lock with the last round's error. When ctx
-// ends first the error matches both ErrNotAcquired and ctx.Err(). All
-// rounds of one call use the same token. Other errors are as for TryLock.
+// ends first the error matches both ErrNotAcquired and ctx.Err(). Each
+// round uses a new token, so that a late release from a failed round can
+// never remove what a later round set. Other errors are as for TryLock.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := c.lockConfig(key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
-	token, err := newToken()
-	if err != nil {
-		return nil, err
-	}
 	for failures := 1; ; failures++ {
-		l, err := c.acquire(ctx, key, token, ttl, cfg)
+		l, err := c.acquire(ctx, key, ttl, cfg)
 		var qe *QuorumError
 		if err == nil || !errors.As(err, &qe) || qe.Cause != nil {
 			return l, err
@@ -209,10 +202,14 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 }
 
-// acquire is one acquisition round with a given token.
-func (c *Client) acquire(ctx context.Context, key, token string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+// acquire is one acquisition round with a new token.
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
 	ms := ttl.Milliseconds()
-	r, err := c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+	r, err := c.run(ctx, false, func(ctx context.Context, _ int, p pool.Pool) (NodeStatus, error) {
 		reply, err := p.Do(ctx, "SET", key, token, "NX", "PX", ms)
 		switch {
 		case err != nil:
@@ -230,7 +227,7 @@ func (c *Client) acquire(ctx context.Context, key, token string, ttl time.Durati
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	validity := until.Sub(c.cfg.clock.Now())
 	if r.ok && validity > cfg.minValidity {
-		return &Lock{c: c, key: key, token: token, until: until}, nil
+		return &Lock{c: c, key: key, token: token, acq: r, until: until}, nil
 	}
 	c.releaseFailed(ctx, key, token, r)
 	if !r.ok {

@@ -15,6 +15,7 @@ type Lock struct {
 	c     *Client
 	key   string
 	token string
+	acq   *round // the acquisition round; nil for a restored lock
 
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown
@@ -73,7 +74,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrReleased
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+	r, err := l.c.run(ctx, false, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
+		l.acq.waitSettled(i)
 		return scriptStatus(p.Eval(ctx, extendScript, l.key, l.token, ms))
 	})
 	if err != nil {
@@ -108,9 +110,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // returns once a quorum has released (nodes that answer later are released
 // in the background). With fewer than a quorum releasing, it returns a
 // *QuorumError matching ErrLockLost: the lock had expired or been lost
-// before Unlock, or the nodes did not answer. A ctx that ends first adds
-// ctx.Err(); the release still runs on every node, bounded by the node
-// timeout. On a closed Client it returns ErrClosed.
+// before Unlock, or the nodes did not answer. A ctx that ends first (or
+// has already ended) adds ctx.Err(); the release is still sent to every
+// node, bounded by the node timeout. On a closed Client it returns ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
@@ -118,7 +120,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	r, err := l.c.run(ctx, func(ctx context.Context, p pool.Pool) (NodeStatus, error) {
+	r, err := l.c.run(ctx, true, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
+		l.acq.waitSettled(i)
 		return scriptStatus(p.Eval(ctx, releaseScript, l.key, l.token))
 	})
 	if err != nil {

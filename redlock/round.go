@@ -8,9 +8,9 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// nodeFunc is one node's part in a round: it returns NodeOK, NodeRefused,
+// nodeFunc is node i's part in a round: it returns NodeOK, NodeRefused,
 // or NodeFailed with the node's error.
-type nodeFunc func(ctx context.Context, p pool.Pool) (NodeStatus, error)
+type nodeFunc func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error)
 
 type outcome struct {
 	i      int
@@ -20,29 +20,43 @@ type outcome struct {
 
 // round is one quorum round: a command sent to every node at once.
 type round struct {
-	start   time.Time    // read before the first command was sent
-	nodes   []NodeResult // outcomes known when the round was decided
-	ok      bool         // a quorum did what was asked
-	cause   error        // the caller's context error, when it ended the round
-	pending int          // nodes that had not replied at the decision
-	late    chan outcome // their replies, as they come
+	start   time.Time     // read before the first command was sent
+	nodes   []NodeResult  // outcomes known when the round was decided
+	ok      bool          // a quorum did what was asked
+	cause   error         // the caller's context error, when it ended the round
+	pending int           // nodes that had not replied at the decision
+	late    chan outcome  // their replies, as they come
+	settled chan struct{} // closed when every node call has returned
+}
+
+// waitSettled waits, when node i had not replied by the decision, until
+// every node call of the round has returned. A command that follows up on
+// the round (the release of an acquired lock) must not overtake the
+// round's own command on that node: it would find nothing, and the late
+// command would then land and stay.
+func (r *round) waitSettled(i int) {
+	if r != nil && r.nodes[i].Status == NodePending {
+		<-r.settled
+	}
 }
 
 // run sends do to every node in parallel and returns as soon as the outcome
 // is decided: a quorum did what was asked, or so many nodes refused or
 // failed that no quorum is possible, or the node timeout passed, or ctx
-// ended. Node calls never see ctx's cancellation: each one runs until it
+// ended. When ctx has already ended, nothing is sent unless always is set
+// (a release must go out whatever the caller's context says). Node calls
+// never see ctx's cancellation: each one runs until it
 // has a reply or the node timeout, so that a command already sent is never
 // abandoned half-way. Replies after the decision arrive on r.late; the
 // goroutines that wait for them are counted in c.bg, so Close waits for
 // them.
-func (c *Client) run(ctx context.Context, do nodeFunc) (*round, error) {
+func (c *Client) run(ctx context.Context, always bool, do nodeFunc) (*round, error) {
 	n := len(c.pools)
-	r := &round{nodes: make([]NodeResult, n), late: make(chan outcome, n)}
+	r := &round{nodes: make([]NodeResult, n), late: make(chan outcome, n), settled: make(chan struct{})}
 	for i, p := range c.pools {
 		r.nodes[i].Addr = p.Addr()
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !always {
 		r.cause = err
 		r.start = c.cfg.clock.Now()
 		return r, nil
@@ -57,10 +71,11 @@ func (c *Client) run(ctx context.Context, do nodeFunc) (*round, error) {
 	for i, p := range c.pools {
 		go func() {
 			defer c.bg.Done()
-			status, err := do(nodeCtx, p)
+			status, err := do(nodeCtx, i, p)
 			r.late <- outcome{i: i, status: status, err: err}
 			if left.Add(-1) == 0 {
 				cancel()
+				close(r.settled)
 			}
 		}()
 	}
@@ -80,6 +95,7 @@ func (c *Client) run(ctx context.Context, do nodeFunc) (*round, error) {
 				badCount++
 			}
 		case <-timer.C():
+			r.drain()
 			return r, nil
 		case <-ctx.Done():
 			r.cause = ctx.Err()
@@ -88,6 +104,20 @@ func (c *Client) run(ctx context.Context, do nodeFunc) (*round, error) {
 	}
 	r.ok = okCount >= c.quorum
 	return r, nil
+}
+
+// drain records the replies that are already in when the node timeout
+// fires, so that the error does not call a node that answered silent.
+func (r *round) drain() {
+	for r.pending > 0 {
+		select {
+		case o := <-r.late:
+			r.pending--
+			r.nodes[o.i].Status, r.nodes[o.i].Err = o.status, o.err
+		default:
+			return
+		}
+	}
 }
 
 // afterLate calls f for each reply that arrives after the decision, in a

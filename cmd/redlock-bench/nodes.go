@@ -1,0 +1,225 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// adminTimeout bounds connecting to a node and each INFO the tool sends.
+const adminTimeout = time.Second
+
+// nodes are the Redis nodes of one run.
+type nodes struct {
+	addrs   []string
+	backend string       // for the report, e.g. "redis-server 7.0.15, 5 nodes started by the tool"
+	close   func() error // stops the nodes the tool started; nil when it started none
+}
+
+// startNodes returns the nodes the run uses: cfg.addrs when given,
+// otherwise defaultNodes nodes it starts itself. The caller must call
+// stop on the result, which stops the nodes the tool started.
+func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
+	if len(cfg.addrs) > 0 {
+		version, err := redisVersion(cfg.addrs)
+		if err != nil {
+			// Not fatal: redlock is made to work with a minority of nodes down.
+			fmt.Fprintf(stderr, "redlock-bench: warning: %v\n", err)
+		}
+		return &nodes{addrs: cfg.addrs, backend: version + ", existing nodes"}, nil
+	}
+
+	backend := cfg.backend
+	if backend == backendAuto {
+		backend = backendRedis
+		if _, err := redistest.Path(); err != nil {
+			fmt.Fprintf(stderr, "redlock-bench: %v\n", err)
+			backend = backendMiniredis
+		}
+	}
+	if backend == backendMiniredis {
+		fmt.Fprintf(stderr, "redlock-bench: WARNING: using %d in-process miniredis servers instead of redis-server.\n"+
+			"  Their figures are NOT representative of real Redis: no real network stack, scripts run\n"+
+			"  in a Go Lua interpreter, and the servers share the benchmark's CPU and garbage collector.\n"+
+			"  Install redis-server (e.g. apt-get install redis-server) or point -addrs at real nodes.\n",
+			defaultNodes)
+		return startMiniredis(defaultNodes)
+	}
+
+	c, err := redistest.Start(defaultNodes, redistest.Options{})
+	if err != nil {
+		return nil, err
+	}
+	version, err := redisVersion(c.Addrs())
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock-bench: warning: %v\n", err)
+	}
+	return &nodes{
+		addrs:   c.Addrs(),
+		backend: fmt.Sprintf("%s, %d local nodes started by the tool", version, defaultNodes),
+		close:   c.Close,
+	}, nil
+}
+
+// stop stops the nodes the tool started.
+func (n *nodes) stop() error {
+	if n.close == nil {
+		return nil
+	}
+	return n.close()
+}
+
+// startMiniredis starts n in-process servers on 127.0.0.1.
+func startMiniredis(n int) (*nodes, error) {
+	servers := make([]*miniredis.Miniredis, 0, n)
+	closeAll := func() error {
+		for _, m := range servers {
+			m.Close()
+		}
+		return nil
+	}
+	addrs := make([]string, 0, n)
+	for range n {
+		m, err := miniredis.Run()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("starting miniredis: %w", err)
+		}
+		servers = append(servers, m)
+		addrs = append(addrs, m.Addr())
+	}
+	return &nodes{
+		addrs:   addrs,
+		backend: fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
+		close:   closeAll,
+	}, nil
+}
+
+// redisVersion returns "redis-server VERSION" from INFO server on the
+// nodes ("redis-server V1/V2" when they differ, "version unknown" when no
+// node tells), and an error naming every node that could not be reached.
+func redisVersion(addrs []string) (string, error) {
+	var versions []string
+	var errs []error
+	for _, addr := range addrs {
+		fields, err := info(addr, "server")
+		var re redis.Error
+		if errors.As(err, &re) {
+			continue // it answered, but has no INFO server (miniredis)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v, ok := fields["redis_version"]; ok && !contains(versions, v) {
+			versions = append(versions, v)
+		}
+	}
+	if len(versions) == 0 {
+		versions = []string{"version unknown"}
+	}
+	version := "redis-server " + strings.Join(versions, "/")
+	if err := errors.Join(errs...); err != nil {
+		return version, fmt.Errorf("reading the Redis version: %w", err)
+	}
+	return version, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// connStats is the sum over the nodes of two INFO fields, not counting the
+// connection that the query itself opens on each node.
+type connStats struct {
+	received  int64 // total_connections_received: connections ever accepted
+	connected int64 // connected_clients: connections open now
+}
+
+// queryConnStats asks every node for its connection counts. It returns
+// false when a node does not answer.
+func queryConnStats(addrs []string) (connStats, bool) {
+	var sum connStats
+	for _, addr := range addrs {
+		// A plain INFO has both the clients and the stats sections, on
+		// redis-server and miniredis alike.
+		fields, err := info(addr, "")
+		if err != nil {
+			return sum, false
+		}
+		received, err1 := strconv.ParseInt(fields["total_connections_received"], 10, 64)
+		connected, err2 := strconv.ParseInt(fields["connected_clients"], 10, 64)
+		if err1 != nil || err2 != nil {
+			return sum, false
+		}
+		sum.received += received - 1
+		sum.connected += connected - 1
+	}
+	return sum, true
+}
+
+// info returns the fields of INFO section ("" for the default sections) of
+// the node at addr.
+func info(addr, section string) (map[string]string, error) {
+	conn, err := adminDial(addr)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", addr, err)
+	}
+	defer conn.Close()
+	args := []any{}
+	if section != "" {
+		args = append(args, section)
+	}
+	text, err := redis.String(conn.Do("INFO", args...))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: INFO: %w", addr, err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			fields[k] = v
+		}
+	}
+	return fields, nil
+}
+
+// countKeys returns how many keys starting with prefix the nodes hold.
+// Use it only on nodes the tool started: KEYS scans the whole key space.
+func countKeys(addrs []string, prefix string) (int, error) {
+	n := 0
+	for _, addr := range addrs {
+		conn, err := adminDial(addr)
+		if err != nil {
+			return n, fmt.Errorf("node %s: %w", addr, err)
+		}
+		keys, err := redis.Strings(conn.Do("KEYS", prefix+"*"))
+		conn.Close()
+		if err != nil {
+			return n, fmt.Errorf("node %s: KEYS: %w", addr, err)
+		}
+		n += len(keys)
+	}
+	return n, nil
+}
+
+// adminDial connects to the node at addr for the tool's own queries.
+func adminDial(addr string) (redis.Conn, error) {
+	return redis.Dial("tcp", addr,
+		redis.DialConnectTimeout(adminTimeout),
+		redis.DialReadTimeout(adminTimeout),
+		redis.DialWriteTimeout(adminTimeout),
+	)
+}

@@ -1,0 +1,193 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// fakeNode is an in-memory node that understands SET NX and the release
+// and extend scripts. Expiry is not modelled: tests that need it use real
+// Redis. A node can be made to fail every call, or to hold every call
+// until the test opens its gate.
+type fakeNode struct {
+	addr string
+
+	mu     sync.Mutex
+	data   map[string]string
+	gate   chan struct{}
+	gateOp string // when set, only this operation waits at the gate
+	fail   error
+	calls  []string
+	tokens []string // the token of every SET
+}
+
+func newFakeNode(addr string) *fakeNode {
+	return &fakeNode{addr: addr, data: map[string]string{}}
+}
+
+var _ pool.Pool = (*fakeNode)(nil)
+
+func (f *fakeNode) Addr() string { return f.addr }
+func (f *fakeNode) Close() error { return nil }
+
+// hold makes later calls (of the given operations, or all) wait until
+// release is called.
+func (f *fakeNode) hold(op ...string) (release func()) {
+	g := make(chan struct{})
+	f.mu.Lock()
+	f.gate = g
+	if len(op) > 0 {
+		f.gateOp = op[0]
+	}
+	f.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(g) }) }
+}
+
+func (f *fakeNode) enter(op string) error {
+	f.mu.Lock()
+	gate := f.gate
+	if f.gateOp != "" && f.gateOp != op {
+		gate = nil
+	}
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, op)
+	if f.fail != nil {
+		return &pool.NodeError{Addr: f.addr, Op: op, Err: f.fail}
+	}
+	return nil
+}
+
+func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
+	if err := f.enter(cmd); err != nil {
+		return nil, err
+	}
+	if cmd != "SET" {
+		return nil, fmt.Errorf("fake: unexpected command %s", cmd)
+	}
+	key, token := args[0].(string), args[1].(string)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens = append(f.tokens, token)
+	if _, ok := f.data[key]; ok {
+		return nil, nil
+	}
+	f.data[key] = token
+	return "OK", nil
+}
+
+func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) (any, error) {
+	op := map[*redis.Script]string{releaseScript: "release", extendScript: "extend"}[s]
+	if err := f.enter(op); err != nil {
+		return nil, err
+	}
+	key, token := keysAndArgs[0].(string), keysAndArgs[1].(string)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.data[key] != token {
+		return int64(0), nil
+	}
+	if op == "release" {
+		delete(f.data, key)
+	}
+	return int64(1), nil
+}
+
+func (f *fakeNode) get(key string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.data[key]
+	return v, ok
+}
+
+func (f *fakeNode) set(key, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.data[key] = value
+}
+
+func (f *fakeNode) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == op {
+			n++
+		}
+	}
+	return n
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newFakeClient returns a client over n fake nodes on a fake clock. The
+// node timeout is one fake minute, so that only the test decides when it
+// passes. The client is closed, after every gate is opened, at cleanup.
+func newFakeClient(t *testing.T, n int, opts ...Option) (*Client, []*fakeNode, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(epoch)
+	nodes := make([]*fakeNode, n)
+	pools := make([]pool.Pool, n)
+	for i := range nodes {
+		nodes[i] = newFakeNode(fmt.Sprintf("node%d:6379", i+1))
+		pools[i] = nodes[i]
+	}
+	opts = append([]Option{WithClock(clk), WithNodeTimeout(time.Minute)}, opts...)
+	c, err := New(pools, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.mu.Lock()
+			if n.gate != nil {
+				select {
+				case <-n.gate:
+				default:
+					close(n.gate)
+				}
+			}
+			n.mu.Unlock()
+		}
+		require.NoError(t, c.Close())
+	})
+	return c, nodes, clk
+}
+
+func quorumError(t *testing.T, err error) *QuorumError {
+	t.Helper()
+	var qe *QuorumError
+	require.True(t, errors.As(err, &qe), "error %v is not a *QuorumError", err)
+	return qe
+}
+
+type poolT = pool.Pool
+
+func toPools(ps []poolT) []pool.Pool { return ps }
+
+// waitHeld waits until every node holds key with token: the SETs that
+// arrived after the round was decided have landed.
+func waitHeld(t *testing.T, nodes []*fakeNode, key, token string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if v, _ := n.get(key); v != token {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+}

@@ -1,0 +1,516 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const ttl = 10 * time.Second
+
+// drift for ttl with the default factor: 1% of 10s plus 2ms.
+const wantDrift = 100*time.Millisecond + 2*time.Millisecond
+
+func TestTryLock_validityIsTTLMinusElapsedMinusDrift(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold())
+	}
+	type result struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.TryLock(context.Background(), "k", ttl)
+		done <- result{l, err}
+	}()
+	require.True(t, clk.WaitTimers(1, nil)) // the round's node-timeout timer: the round has started
+	clk.Advance(300 * time.Millisecond)     // the nodes take 300ms to answer
+	for _, o := range open {
+		o()
+	}
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, epoch.Add(ttl-wantDrift), r.l.Until())
+	require.Equal(t, ttl-300*time.Millisecond-wantDrift, r.l.Validity())
+	clk.Advance(time.Hour)
+	require.Zero(t, r.l.Validity(), "validity is never negative")
+}
+
+func TestTryLock_failsAndReleasesWhenTooLittleValidityIsLeft(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold())
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(context.Background(), "k", ttl, WithMinValidity(time.Second))
+		done <- err
+	}()
+	require.True(t, clk.WaitTimers(1, nil))
+	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: not above it
+	for _, o := range open {
+		o()
+	}
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	require.Equal(t, time.Second, qe.Validity)
+	require.Contains(t, err.Error(), "validity 1s left is too little")
+	require.NoError(t, c.Close()) // nodes heard after the decision are released in the background
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key", n.addr)
+	}
+}
+
+func TestTryLock_quorumOfFreeNodesAcquires(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	nodes[0].set("k", "foreign")
+	nodes[1].set("k", "foreign")
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.NoError(t, c.Close()) // wait for the nodes that replied after the decision
+	for _, n := range nodes[2:] {
+		v, _ := n.get("k")
+		require.Equal(t, l.Token(), v)
+	}
+	for _, n := range nodes[:2] {
+		v, _ := n.get("k")
+		require.Equal(t, "foreign", v, "a foreign key was touched")
+	}
+}
+
+func TestTryLock_quorumOfForeignOwnersFailsAndReleasesOurNodes(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	_, err := c.TryLock(context.Background(), "k", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	require.True(t, qe.Busy())
+	require.NoError(t, c.Close())
+	for i, n := range nodes {
+		v, held := n.get("k")
+		if i < 3 {
+			require.Equal(t, "foreign", v)
+			require.Zero(t, n.count("release"), "%s: no release is needed where SET NX was refused", n.addr)
+		} else {
+			require.False(t, held, "%s keeps our key", n.addr)
+		}
+	}
+}
+
+func TestTryLock_decidesSuccessWithoutWaitingForSlowNodes(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	nodes[3].hold()
+	nodes[4].hold()
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err, "three fast nodes are a quorum; the held ones must not be waited for")
+	require.Equal(t, "k", l.Key())
+}
+
+func TestTryLock_decidesFailureEarlyAndReleasesStragglersLater(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	open3, open4 := nodes[3].hold(), nodes[4].hold()
+	_, err := c.TryLock(context.Background(), "k", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	require.Equal(t, NodePending, qe.Nodes[3].Status)
+	require.Equal(t, NodePending, qe.Nodes[4].Status)
+	require.Contains(t, err.Error(), "node4:6379 no reply in time")
+
+	// The stragglers' SETs land after the decision; they must be released.
+	open3()
+	open4()
+	require.NoError(t, c.Close())
+	for _, n := range nodes[3:] {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps a late key", n.addr)
+		require.Equal(t, 1, n.count("release"))
+	}
+}
+
+func TestTryLock_nodeTimeoutEndsTheRound(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	nodes[0].set("k", "foreign")
+	var open []func()
+	for _, n := range nodes[2:] {
+		open = append(open, n.hold())
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(context.Background(), "k", ttl)
+		done <- err
+	}()
+	require.True(t, clk.WaitTimers(1, nil))
+	select {
+	case err := <-done:
+		t.Fatalf("round decided before the node timeout: %v", err)
+	default:
+	}
+	clk.Advance(time.Minute)
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	// Nodes 1 and 2 may or may not have been heard before the timer fired;
+	// the held ones cannot have been.
+	for _, n := range qe.Nodes[2:] {
+		require.Equal(t, NodePending, n.Status)
+	}
+	require.False(t, qe.Busy())
+	for _, o := range open {
+		o()
+	}
+	require.NoError(t, c.Close())
+	for _, n := range nodes[1:] {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key", n.addr)
+	}
+}
+
+func TestTryLock_reportsEachNodesFailureWithoutTheToken(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.fail = errors.New("connection refused")
+	}
+	nodes[3].set("k", "foreign")
+	open3, open4 := nodes[3].hold(), nodes[4].hold() // the three failures decide the round
+	_, err := c.TryLock(context.Background(), "k", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	open3()
+	open4()
+	qe := quorumError(t, err)
+	require.False(t, qe.Busy(), "failed nodes are not a busy lock")
+	require.Equal(t, 3, qe.Count(NodeFailed))
+	msg := err.Error()
+	for _, n := range nodes[:3] {
+		require.Contains(t, msg, n.addr+" failed: redlock/pool: node "+n.addr+": SET: connection refused")
+	}
+	require.NoError(t, c.Close())
+	// Failed nodes are released too: a SET that failed may have landed.
+	for _, n := range nodes[:3] {
+		require.Equal(t, 1, n.count("release"))
+	}
+	require.Equal(t, "foreign", func() string { v, _ := nodes[3].get("k"); return v }())
+}
+
+func TestQuorumError_neverContainsTheToken(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	err = l.Extend(context.Background(), ttl)
+	require.ErrorIs(t, err, ErrLockLost)
+	require.NotContains(t, err.Error(), l.Token())
+}
+
+func TestTryLock_cancelledContextEndsTheRoundAndReleases(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(ctx, "k", ttl)
+		done <- err
+	}()
+	require.True(t, clk.WaitTimers(1, nil))
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+	for _, o := range open {
+		o()
+	}
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key after cancellation", n.addr)
+	}
+}
+
+func TestTryLock_doneContextSendsNothing(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.TryLock(ctx, "k", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+	for _, n := range nodes {
+		require.Zero(t, n.count("SET"))
+	}
+}
+
+// signalRetry waits a fixed delay and tells the test each time Lock asks.
+type signalRetry chan int
+
+func (s signalRetry) NextDelay(failures int) (time.Duration, bool) {
+	s <- failures
+	return 100 * time.Millisecond, true
+}
+
+func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	for _, n := range nodes {
+		n.set("k", "foreign")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(context.Background(), "k", ttl)
+		done <- err
+	}()
+	require.Equal(t, 1, <-asked)            // the first round failed
+	require.True(t, clk.WaitTimers(1, nil)) // and Lock waits on its retry timer
+	for _, n := range nodes {
+		n.mu.Lock()
+		delete(n.data, "k")
+		n.mu.Unlock()
+	}
+	clk.Advance(100 * time.Millisecond)
+	require.NoError(t, <-done)
+	require.NoError(t, c.Close()) // the round may have been decided before node 0 answered
+	require.Equal(t, 2, nodes[0].count("SET"))
+}
+
+func TestLock_usesANewTokenEachRound(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	for _, n := range nodes {
+		n.set("k", "foreign")
+	}
+	done := make(chan *Lock, 1)
+	go func() {
+		l, _ := c.Lock(context.Background(), "k", ttl)
+		done <- l
+	}()
+	<-asked
+	require.True(t, clk.WaitTimers(1, nil))
+	for _, n := range nodes {
+		n.mu.Lock()
+		delete(n.data, "k")
+		n.mu.Unlock()
+	}
+	clk.Advance(100 * time.Millisecond)
+	l := <-done
+	require.NotNil(t, l)
+	require.NoError(t, c.Close())
+	nodes[0].mu.Lock()
+	defer nodes[0].mu.Unlock()
+	require.Len(t, nodes[0].tokens, 2)
+	require.NotEqual(t, nodes[0].tokens[0], nodes[0].tokens[1])
+	require.Equal(t, l.Token(), nodes[0].tokens[1])
+}
+
+func TestUnlock_waitsForAnAcquisitionStillInFlightOnThatNode(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	open3, open4 := nodes[3].hold("SET"), nodes[4].hold("SET")
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(context.Background()), "three nodes released: a quorum")
+	// The late SETs land only now; the releases for their nodes must come
+	// after them, not before.
+	open3()
+	open4()
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key after Unlock", n.addr)
+	}
+}
+
+func TestUnlock_sendsTheReleaseEvenWithAnEndedContext(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = l.Unlock(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrLockLost)
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key", n.addr)
+	}
+}
+
+func TestLock_contextEndingWhileWaitingMatchesBothErrors(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	for _, n := range nodes {
+		n.set("k", "foreign")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // real time: ended by cancel below
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "k", ttl)
+		done <- err
+	}()
+	<-asked
+	require.True(t, clk.WaitTimers(1, nil))
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, quorumError(t, err).Busy())
+}
+
+func TestLock_givesUpWhenTheStrategySaysSo(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes {
+		n.set("k", "foreign")
+	}
+	_, err := c.Lock(context.Background(), "k", ttl, WithRetry(NoRetry()))
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Equal(t, 1, nodes[0].count("SET"))
+}
+
+func TestExtend_movesUntilAndNeverRecreatesALostKey(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	waitHeld(t, nodes, "k", l.Token())
+	clk.Advance(5 * time.Second)
+	require.NoError(t, l.Extend(context.Background(), 20*time.Second))
+	require.Equal(t, epoch.Add(5*time.Second+20*time.Second-202*time.Millisecond), l.Until())
+
+	for _, n := range nodes[:3] {
+		n.mu.Lock()
+		delete(n.data, "k") // expired
+		n.mu.Unlock()
+	}
+	err = l.Extend(context.Background(), ttl)
+	require.ErrorIs(t, err, ErrLockLost)
+	require.Equal(t, 3, quorumError(t, err).Count(NodeRefused))
+	require.Zero(t, l.Validity(), "a quorum said the key is gone")
+	for _, n := range nodes[:3] {
+		_, held := n.get("k")
+		require.False(t, held, "extend re-created the key on %s", n.addr)
+	}
+}
+
+func TestUnlock_releasesOnlyOurKeyAndReportsLoss(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.NoError(t, c.Close()) // every SET has landed
+	c2, err := New(c.pools, WithClock(c.cfg.clock))
+	require.NoError(t, err)
+	defer c2.Close()
+	l = c2.Restore("k", l.Token())
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	err = l.Unlock(context.Background())
+	require.ErrorIs(t, err, ErrLockLost)
+	require.NoError(t, c2.Close())
+	for i, n := range nodes {
+		v, held := n.get("k")
+		if i < 3 {
+			require.Equal(t, "foreign", v)
+		} else {
+			require.False(t, held)
+		}
+	}
+	require.ErrorIs(t, l.Extend(context.Background(), ttl), ErrReleased)
+}
+
+func TestNew_rejectsBadConfiguration(t *testing.T) {
+	var a, b poolT = newFakeNode("a:1"), newFakeNode("b:1")
+	for name, tc := range map[string]struct {
+		pools []poolT
+		opts  []Option
+		want  string
+	}{
+		"no pools":       {nil, nil, "no pools"},
+		"nil pool":       {[]poolT{a, nil}, nil, "pool 1 is nil"},
+		"duplicate":      {[]poolT{a, b, newFakeNode("a:1")}, nil, "pools 0 and 2 are the same node a:1"},
+		"drift":          {[]poolT{a}, []Option{WithDriftFactor(0.5)}, "drift factor 0.5 out of range"},
+		"negative drift": {[]poolT{a}, []Option{WithDriftFactor(-0.1)}, "drift factor -0.1 out of range"},
+		"node timeout":   {[]poolT{a}, []Option{WithNodeTimeout(0)}, "node timeout 0s must be positive"},
+		"retry nil":      {[]poolT{a}, []Option{WithRetry(nil)}, "retry strategy is nil"},
+		"retry range":    {[]poolT{a}, []Option{WithRetry(ExponentialBackoff{Min: time.Second, Max: time.Millisecond})}, "retry maximum 1ms is below the minimum 1s"},
+		"clock":          {[]poolT{a}, []Option{WithClock(nil)}, "clock is nil"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var pools []poolT
+			pools = append(pools, tc.pools...)
+			_, err := New(toPools(pools), tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestTryLock_rejectsBadArguments(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for name, tc := range map[string]struct {
+		key  string
+		ttl  time.Duration
+		opts []LockOption
+		want string
+	}{
+		"empty key":        {"", ttl, nil, "empty key"},
+		"ttl under drift":  {"k", 2 * time.Millisecond, nil, "ttl 2ms leaves no validity after the clock-drift allowance"},
+		"ttl under 1ms":    {"k", time.Microsecond, nil, "under the 1ms"},
+		"negative minimum": {"k", ttl, []LockOption{WithMinValidity(-1)}, "minimum validity -1ns must not be negative"},
+		"minimum over ttl": {"k", ttl, []LockOption{WithMinValidity(ttl)}, "minimum validity 10s is not below the ttl 10s"},
+		"retry":            {"k", ttl, []LockOption{WithRetry(ExponentialBackoff{})}, "retry minimum 0s must be positive"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.TryLock(context.Background(), tc.key, tc.ttl, tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+			require.NotErrorIs(t, err, ErrNotAcquired)
+			_, err = c.Lock(context.Background(), tc.key, tc.ttl, tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	for _, n := range nodes {
+		require.Zero(t, n.count("SET"), "bad input reached a node")
+	}
+}
+
+func TestClient_closedClientRefusesWork(t *testing.T) {
+	c, _, _ := newFakeClient(t, 3)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	_, err = c.TryLock(context.Background(), "k2", ttl)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, l.Extend(context.Background(), ttl), ErrClosed)
+	require.ErrorIs(t, l.Unlock(context.Background()), ErrClosed)
+	require.NoError(t, c.Close(), "Close is idempotent")
+}
+
+func TestExponentialBackoff_staysWithinItsRange(t *testing.T) {
+	b := ExponentialBackoff{Min: 10 * time.Millisecond, Max: 250 * time.Millisecond, MaxRetries: 8}
+	for failures := 1; failures <= 8; failures++ {
+		ceiling := min(10*time.Millisecond<<(failures-1), 250*time.Millisecond)
+		for range 50 {
+			d, ok := b.NextDelay(failures)
+			require.True(t, ok)
+			require.GreaterOrEqual(t, d, ceiling/2)
+			require.LessOrEqual(t, d, ceiling)
+		}
+	}
+	_, ok := b.NextDelay(9)
+	require.False(t, ok)
+	require.True(t, strings.Contains(ExponentialBackoff{Min: 1, Max: 1, MaxRetries: -1}.Validate().Error(), "retry limit -1"))
+}
