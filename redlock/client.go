@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	}
 	seen := make(map[string]int, len(pools))
 	for i, p := range pools {
-		if p == nil {
+		if isNil(p) {
 			return nil, fmt.Errorf("redlock: pool %d is nil", i)
 		}
 		if j, dup := seen[p.Addr()]; dup {
@@ -82,6 +83,16 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.bg.Wait()
 	return nil
+}
+
+// isNil reports a nil pool, also a typed nil pointer in the interface
+// (the result of a failed pool.New appended without a check).
+func isNil(p pool.Pool) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // begin counts n background goroutines unless the client is closed.
@@ -227,7 +238,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	validity := until.Sub(c.cfg.clock.Now())
 	if r.ok && validity > cfg.minValidity {
-		return &Lock{c: c, key: key, token: token, acq: r, until: until}, nil
+		return &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start}, nil
 	}
 	c.releaseFailed(ctx, key, token, r)
 	if !r.ok {

@@ -19,6 +19,7 @@ type Lock struct {
 
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown
+	since    time.Time // start of the round that set until
 	released bool
 }
 
@@ -75,7 +76,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ms := ttl.Milliseconds()
 	r, err := l.c.run(ctx, false, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
-		l.acq.waitSettled(i)
+		ctx, cancel := l.settle(ctx, i)
+		defer cancel()
 		return scriptStatus(p.Eval(ctx, extendScript, l.key, l.token, ms))
 	})
 	if err != nil {
@@ -84,9 +86,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - l.c.drift(ttl))
 	now := l.c.cfg.clock.Now()
 	if r.ok && until.After(now) {
+		// The newest round decides, also when its ttl is shorter: the
+		// nodes now expire the key by it.
 		l.mu.Lock()
-		if until.After(l.until) {
-			l.until = until
+		if !r.start.Before(l.since) {
+			l.until, l.since = until, r.start
 		}
 		l.mu.Unlock()
 		return nil
@@ -121,7 +125,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.released = true
 	l.mu.Unlock()
 	r, err := l.c.run(ctx, true, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
-		l.acq.waitSettled(i)
+		ctx, cancel := l.settle(ctx, i)
+		defer cancel()
 		return scriptStatus(p.Eval(ctx, releaseScript, l.key, l.token))
 	})
 	if err != nil {
@@ -134,6 +139,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return nil
 	}
 	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)
+}
+
+// settle holds node i's command until the acquisition's own SET on that
+// node has returned, when it had not by the time the lock was granted, and
+// then gives the command a fresh node timeout.
+func (l *Lock) settle(ctx context.Context, i int) (context.Context, context.CancelFunc) {
+	if l.acq.waitSettled(i) {
+		return l.c.nodeContext(ctx)
+	}
+	return ctx, func() {}
 }
 
 func (l *Lock) check() error {

@@ -34,10 +34,13 @@ type round struct {
 // the round (the release of an acquired lock) must not overtake the
 // round's own command on that node: it would find nothing, and the late
 // command would then land and stay.
-func (r *round) waitSettled(i int) {
+// It reports whether it waited.
+func (r *round) waitSettled(i int) bool {
 	if r != nil && r.nodes[i].Status == NodePending {
 		<-r.settled
+		return true
 	}
+	return false
 }
 
 // run sends do to every node in parallel and returns as soon as the outcome
@@ -126,6 +129,9 @@ func (c *Client) afterLate(r *round, f func(outcome)) {
 	if r.pending == 0 {
 		return
 	}
+	// A node goroutine that has not sent its outcome yet is still counted
+	// in c.bg, so the count is above zero here and Close cannot have
+	// finished waiting.
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
