@@ -1,0 +1,369 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Settings shared by the tests. They are generous on purpose: the suite
+// runs with -race on small, noisy machines, and a node that is merely slow
+// must not look dead.
+const (
+	// testNodeTimeout is the client's node timeout unless a test needs
+	// another one.
+	testNodeTimeout = time.Second
+	// testReadTimeout is every pool's read timeout unless a test needs
+	// another one.
+	testReadTimeout = 2 * time.Second
+	// longTTL is a lock TTL that does not run out during a test.
+	longTTL = 10 * time.Second
+	// quickly bounds calls that must return "at once" rather than after a
+	// TTL (longTTL) or a stuck node: far above a healthy round, far below
+	// longTTL.
+	quickly = 2 * time.Second
+	// foreignTTL is the TTL of keys planted by a foreign owner.
+	foreignTTL = time.Minute
+	// foreignToken is the value a foreign owner stores under a key.
+	foreignToken = "foreign-owner-token"
+)
+
+// keySeq makes keys unique within the test binary.
+var keySeq atomic.Int64
+
+// newKey returns a key no other test uses.
+func newKey(t testing.TB) string {
+	return fmt.Sprintf("lock:%s:%d", t.Name(), keySeq.Add(1))
+}
+
+// ctxT returns a context that ends with the test or after d.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newPools returns one pool.New pool per address, closed when the test ends.
+func newPools(t testing.TB, addrs []string, opts ...pool.Option) []pool.Pool {
+	t.Helper()
+	opts = append([]pool.Option{pool.WithReadTimeout(testReadTimeout)}, opts...)
+	pools := make([]pool.Pool, len(addrs))
+	for i, a := range addrs {
+		p, err := pool.New(a, opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	return pools
+}
+
+// newClient returns a client over pools with the test node timeout (opts
+// may override it), closed when the test ends.
+func newClient(t testing.TB, pools []pool.Pool, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	opts = append([]redlock.Option{redlock.WithNodeTimeout(testNodeTimeout)}, opts...)
+	c, err := redlock.New(pools, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// env is a cluster of real nodes with a pool per node.
+type env struct {
+	t       testing.TB
+	cluster *redistest.Cluster
+	nodes   []*redistest.Server
+	addrs   []string
+	pools   []pool.Pool
+}
+
+// newEnv starts n redis-server nodes and makes a pool for each.
+func newEnv(t testing.TB, n int, opts ...redistest.Options) *env {
+	t.Helper()
+	c := redistest.StartT(t, n, opts...)
+	return &env{t: t, cluster: c, nodes: c.Nodes(), addrs: c.Addrs(), pools: newPools(t, c.Addrs())}
+}
+
+// client returns a new client over the env's pools.
+func (e *env) client(opts ...redlock.Option) *redlock.Client {
+	e.t.Helper()
+	return newClient(e.t, e.pools, opts...)
+}
+
+// idx returns the node indexes in [0, n) that satisfy keep.
+func idx(n int, keep func(i int) bool) []int {
+	var out []int
+	for i := range n {
+		if keep(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// holdForeign plants key=foreignToken with foreignTTL on the given nodes,
+// as another owner would.
+func holdForeign(t testing.TB, nodes []*redistest.Server, key string, which ...int) {
+	t.Helper()
+	for _, i := range which {
+		_, err := nodes[i].Do("SET", key, foreignToken, "PX", foreignTTL.Milliseconds())
+		require.NoError(t, err, "node %d", i)
+	}
+}
+
+// get returns the value of key on s, and whether it exists.
+func get(t testing.TB, s *redistest.Server, key string) (string, bool) {
+	t.Helper()
+	v, err := redis.String(s.Do("GET", key))
+	if errors.Is(err, redis.ErrNil) {
+		return "", false
+	}
+	require.NoError(t, err, "GET on %s", s.Addr())
+	return v, true
+}
+
+// pttl returns PTTL key on s (-2: no key, -1: no TTL).
+func pttl(t testing.TB, s *redistest.Server, key string) time.Duration {
+	t.Helper()
+	ms, err := redis.Int64(s.Do("PTTL", key))
+	require.NoError(t, err, "PTTL on %s", s.Addr())
+	if ms < 0 {
+		return time.Duration(ms)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// requireValue asserts that key holds want on node i.
+func requireValue(t testing.TB, nodes []*redistest.Server, i int, key, want string) {
+	t.Helper()
+	v, ok := get(t, nodes[i], key)
+	require.True(t, ok, "node %d (%s): key %q missing, want %q", i, nodes[i].Addr(), key, want)
+	require.Equal(t, want, v, "node %d (%s): key %q", i, nodes[i].Addr(), key)
+}
+
+// requireAbsent asserts that key does not exist on node i.
+func requireAbsent(t testing.TB, nodes []*redistest.Server, i int, key string) {
+	t.Helper()
+	v, ok := get(t, nodes[i], key)
+	require.False(t, ok, "node %d (%s): key %q still holds %q", i, nodes[i].Addr(), key, v)
+}
+
+// requireForeignIntact asserts that the foreign owner still holds key on
+// node i with (nearly) the TTL it planted: nobody deleted, overwrote or
+// re-timed it.
+func requireForeignIntact(t testing.TB, nodes []*redistest.Server, i int, key string) {
+	t.Helper()
+	requireValue(t, nodes, i, key, foreignToken)
+	d := pttl(t, nodes[i], key)
+	require.Greater(t, d, foreignTTL-20*time.Second, "node %d: foreign key's TTL was changed to %v", i, d)
+	require.LessOrEqual(t, d, foreignTTL, "node %d: foreign key's TTL was changed to %v", i, d)
+}
+
+// requireOnlyForeignOrNothing asserts that on every live node key is
+// either absent or held by the foreign owner: none of our tokens is left.
+func requireOnlyForeignOrNothing(t testing.TB, nodes []*redistest.Server, key string, live ...int) {
+	t.Helper()
+	for _, i := range live {
+		if v, ok := get(t, nodes[i], key); ok {
+			require.Equal(t, foreignToken, v, "node %d (%s): key %q left behind", i, nodes[i].Addr(), key)
+		}
+	}
+}
+
+// asQuorumError returns err as a *QuorumError, failing the test if it is not one.
+func asQuorumError(t testing.TB, err error) *redlock.QuorumError {
+	t.Helper()
+	require.Error(t, err)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe, "want a *redlock.QuorumError, got %T: %v", err, err)
+	return qe
+}
+
+// statusName names a NodeStatus in failure messages.
+func statusName(s redlock.NodeStatus) string {
+	switch s {
+	case redlock.NodePending:
+		return "pending"
+	case redlock.NodeOK:
+		return "ok"
+	case redlock.NodeRefused:
+		return "refused"
+	case redlock.NodeFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
+// statuses renders a QuorumError's node statuses for failure messages.
+func statuses(qe *redlock.QuorumError) string {
+	var b strings.Builder
+	for i, n := range qe.Nodes {
+		fmt.Fprintf(&b, "[%d %s %s]", i, n.Addr, statusName(n.Status))
+	}
+	return b.String()
+}
+
+// requireNodeFailed asserts that node i failed in the round, that its error
+// and the QuorumError's text name its address, and that the node's error
+// contains every string in want.
+func requireNodeFailed(t testing.TB, qe *redlock.QuorumError, i int, addr string, want ...string) {
+	t.Helper()
+	require.Less(t, i, len(qe.Nodes))
+	n := qe.Nodes[i]
+	require.Equal(t, addr, n.Addr)
+	require.Equal(t, redlock.NodeFailed, n.Status, "node %d: %s", i, statuses(qe))
+	require.Error(t, n.Err)
+	var ne *pool.NodeError
+	require.ErrorAs(t, n.Err, &ne)
+	require.Equal(t, addr, ne.Addr)
+	require.Contains(t, n.Err.Error(), addr)
+	for _, w := range want {
+		require.Contains(t, n.Err.Error(), w)
+	}
+	require.Contains(t, qe.Error(), addr)
+}
+
+// fakeServer is a TCP listener on 127.0.0.1 that is not Redis.
+type fakeServer struct {
+	l      net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+}
+
+// startFakeServer serves every connection with handle until the test ends.
+func startFakeServer(t testing.TB, handle func(net.Conn)) *fakeServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeServer{l: l}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			if f.closed {
+				f.mu.Unlock()
+				_ = c.Close()
+				return
+			}
+			f.conns = append(f.conns, c)
+			f.wg.Add(1)
+			f.mu.Unlock()
+			go func() {
+				defer f.wg.Done()
+				handle(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		f.mu.Lock()
+		f.closed = true
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+		f.mu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *fakeServer) Addr() string { return f.l.Addr().String() }
+
+// blackHole reads and discards everything and never answers.
+func blackHole(c net.Conn) { _, _ = io.Copy(io.Discard, c) }
+
+// garbage answers the first bytes it reads with something that is not RESP.
+func garbage(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 512)
+	if _, err := c.Read(buf); err != nil {
+		return
+	}
+	_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+}
+
+// awaitToken waits until key holds token on every listed node: a
+// successful acquisition returns once a quorum answered, and the SETs to
+// the other nodes land a little later. Tests that then unlock and expect
+// every node to be clean wait for them first, so that a straggling SET does
+// not land after the release (see TestUnlock_releasesANodeWhoseSETLandsAfterTheUnlock).
+func awaitToken(t testing.TB, nodes []*redistest.Server, key, token string, which ...int) {
+	t.Helper()
+	if len(which) == 0 {
+		which = idx(len(nodes), func(int) bool { return true })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, i := range which {
+		for {
+			v, ok := get(t, nodes[i], key)
+			if ok && v == token {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "node %d never got our token for %q", i, key)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// proxy forwards TCP connections to a node, except that the requests on
+// its first connection are held back for a while (delay > 0) or dropped
+// for good (delay < 0); later connections are forwarded at once. It makes
+// a command arrive after commands sent later on other connections, or
+// never.
+type proxy struct {
+	*fakeServer
+	accepted atomic.Int32
+}
+
+func startProxy(t testing.TB, target string, delay time.Duration) *proxy {
+	t.Helper()
+	p := &proxy{}
+	p.fakeServer = startFakeServer(t, func(c net.Conn) {
+		first := p.accepted.Add(1) == 1
+		if first && delay < 0 {
+			blackHole(c)
+			return
+		}
+		up, err := net.DialTimeout("tcp", target, 2*time.Second)
+		if err != nil {
+			_ = c.Close()
+			return
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if first {
+				time.Sleep(delay)
+			}
+			_, _ = io.Copy(up, c)
+			_ = up.Close()
+		}()
+		_, _ = io.Copy(c, up)
+		_ = c.Close()
+		_ = up.Close()
+		wg.Wait()
+	})
+	return p
+}
