@@ -1,0 +1,72 @@
+// Package redlock takes distributed locks on N independent Redis nodes
+// with the Redlock algorithm: a lock is held when a majority of the nodes
+// agree, for a measured time that accounts for the round's own duration
+// and for clock drift.
+//
+// # The round
+//
+// TryLock generates a fresh random token (a UUID v4: 122 bits from
+// crypto/rand) and sends SET key token NX PX ttl to every node at once. It
+// stops waiting as soon as the outcome is decided: success when a quorum
+// (N/2+1) said OK, failure as soon as so many nodes refused or failed that
+// a quorum is no longer possible, or when the node timeout (default 50ms)
+// passes. Slow nodes are not waited for. The lock's validity is
+//
+//	validity = ttl - elapsed - (ttl*driftFactor + 2ms)
+//
+// where elapsed is measured on the monotonic clock from before the first
+// command was sent to the decision, and driftFactor defaults to 0.01. The
+// acquisition succeeds only with a quorum and positive validity (or more
+// than WithMinValidity). Otherwise every node that may hold the new token
+// is released: nodes that said OK or failed (a failed SET may still have
+// landed) at once, nodes that reply after the decision as their replies
+// come. Refusals are never released: they hold another owner's key.
+//
+// Lock repeats rounds until one succeeds or its context ends, waiting a
+// random, growing delay between rounds (DefaultRetry: from 5-10ms up to
+// 125-250ms). Each round has its own token.
+//
+// # Extend and Unlock
+//
+// Extend runs, on every node, a script that gives the key a new TTL only
+// while it still holds our token; a key that expired or was taken is never
+// re-created. With a quorum, the validity is recomputed exactly as above;
+// with fewer, Extend returns ErrLockLost. Unlock runs a script that deletes
+// the key only while it holds our token, so it never removes another
+// owner's lock; it returns once a quorum released, and fewer than a quorum
+// means the lock had already been lost (ErrLockLost). A node whose SET was
+// still in flight when the lock was granted gets its release only after
+// that SET has returned, so a late SET cannot outlive Unlock.
+//
+// Scripts are sent with EVALSHA and fall back to EVAL when a node answers
+// NOSCRIPT (after a restart or SCRIPT FLUSH). They take the key in KEYS and
+// every value in ARGV.
+//
+// # Errors
+//
+// A failed round returns a *QuorumError that lists every node with its
+// address and outcome (OK, refused, failed with its error, or no reply in
+// time), so "the lock is busy" (QuorumError.Busy) and "the nodes are
+// unreachable" can be told apart. It matches ErrNotAcquired for
+// acquisitions and ErrLockLost for Extend and Unlock, and also the caller's
+// context error when the context ended the round. Errors never contain the
+// token.
+//
+// # Keys
+//
+// Keys are used exactly as given, so other Redlock clients that use the
+// same SET NX PX convention interoperate on the same key. To keep lock keys
+// apart from the application's data on shared nodes, give them a prefix of
+// your own, for example "lock:{orders}:42"; the library adds none.
+//
+// # Assumptions
+//
+// The nodes are independent masters (no replication between them), their
+// clocks run at rates within driftFactor of each other, and lock keys are
+// not evicted (run the nodes with maxmemory-policy noeviction, or volatile
+// policies on nodes that hold nothing else). A node that restarts empty
+// while a lock is held can let a second owner in; restart nodes only after
+// the longest TTL in use has passed, or keep persistence on. A holder that
+// stalls after checking its validity can still act on an expired lock; a
+// TTL alone cannot prevent that.
+package redlock
