@@ -2,28 +2,50 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gomodule/redigo/redis"
 )
 
-// Node is a Pool that dials its Redis node itself. Make one with New.
+// Node is a Pool that dials its Redis node itself and pipelines: commands
+// from concurrent callers are queued, written together on one connection
+// (or a few, WithConns) and their replies handed back in order. A lock
+// round is a few tiny commands, so sharing a connection saves most of the
+// system calls and wake-ups that a connection per call costs. Make one with
+// New.
+//
+// A caller whose deadline passes gets a timeout at once; its reply is still
+// read in order and discarded, never handed to another caller. A read that
+// takes longer than the read timeout, or any transport error, breaks the
+// connection: every call in flight on it fails with the node's error, and
+// the next call dials again. A node that cannot be dialled is retried after
+// a back-off that grows from 10ms to 1s; calls made meanwhile fail at once.
+// The queue of each connection is bounded (WithQueueSize): when it is full a
+// caller waits for room until its context ends and then fails with
+// ErrQueueFull.
 type Node struct {
 	addr   string
 	cfg    config
-	p      *redis.Pool
+	secret string
+	opts   []redis.DialOption
+	pipes  []*pipe
+	seed   maphash.Seed
 	closed atomic.Bool
+	once   sync.Once
 }
 
 var _ Pool = (*Node)(nil)
 
-// New returns a pool for the Redis node at addr ("host:port"). It does not
-// connect until the first call, so a node that is down at start-up does not
-// stop the caller from building its lock client. It returns an error when
-// addr is not host:port or an option is out of range.
+// New returns a pipelined pool for the Redis node at addr ("host:port"). It
+// does not connect until the first call, so a node that is down at start-up
+// does not stop the caller from building its lock client. It returns an
+// error when addr is not host:port or an option is out of range.
 func New(addr string, opts ...Option) (*Node, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
@@ -36,95 +58,119 @@ func New(addr string, opts ...Option) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{addr: addr, cfg: cfg}
-	dialOpts := []redis.DialOption{
-		redis.DialConnectTimeout(cfg.dialTimeout),
-		redis.DialReadTimeout(cfg.readTimeout),
-		redis.DialWriteTimeout(cfg.writeTimeout),
-		redis.DialDatabase(cfg.db),
-	}
-	if cfg.password != "" {
-		dialOpts = append(dialOpts, redis.DialPassword(cfg.password))
-	}
-	if cfg.username != "" {
-		dialOpts = append(dialOpts, redis.DialUsername(cfg.username))
-	}
-	if cfg.clientName != "" {
-		dialOpts = append(dialOpts, redis.DialClientName(cfg.clientName))
-	}
-	if cfg.tls != nil {
-		tc := cfg.tls.Clone()
-		if tc.ServerName == "" {
-			tc.ServerName = host
-		}
-		dialOpts = append(dialOpts, redis.DialUseTLS(true), redis.DialTLSConfig(tc))
-	}
-	n.p = &redis.Pool{
-		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			// The dial is bounded by both the caller's deadline and the
-			// connect timeout; the handshake commands by the read timeout.
-			ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
-			defer cancel()
-			return redis.DialContext(ctx, "tcp", addr, dialOpts...)
-		},
-		MaxIdle:     cfg.maxIdle,
-		MaxActive:   cfg.maxActive,
-		IdleTimeout: cfg.idleTimeout,
-		Wait:        cfg.maxActive > 0,
-	}
-	if cfg.pingIdle > 0 {
-		n.p.TestOnBorrow = func(c redis.Conn, idleSince time.Time) error {
-			if time.Since(idleSince) < cfg.pingIdle {
-				return nil
-			}
-			_, err := redis.DoWithTimeout(c, cfg.readTimeout, "PING")
-			return err
-		}
+	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: cfg.dialOptions(host), seed: maphash.MakeSeed()}
+	n.pipes = make([]*pipe, cfg.conns)
+	for i := range n.pipes {
+		n.pipes[i] = newPipe(n)
 	}
 	return n, nil
+}
+
+// dial opens one connection, bounded by ctx and the dial timeout.
+func (n *Node) dial(ctx context.Context) (redis.Conn, error) {
+	return redis.DialContext(ctx, "tcp", n.addr, n.opts...)
 }
 
 // Addr returns the node's address as given to New.
 func (n *Node) Addr() string { return n.addr }
 
 // Do runs one command, bounded by ctx's deadline and the read timeout.
+// Commands whose first argument is the same string (the key) always share a
+// connection.
 func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
-	return n.call(ctx, nil, cmd, args)
+	reply, err := n.call(ctx, cmd, args)
+	return reply, n.nodeErr(cmd, err)
 }
 
-// Eval runs script with EVALSHA (EVAL on NOSCRIPT), bounded by ctx's
-// deadline and the read timeout.
+// Eval runs script with EVALSHA, and with EVAL when the node answers
+// NOSCRIPT, bounded by ctx's deadline and the read timeout.
 func (n *Node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
-	return n.call(ctx, script, "", keysAndArgs)
+	var c capture
+	_ = script.SendHash(&c, keysAndArgs...)
+	reply, err := n.call(ctx, c.cmd, c.args)
+	if isNoScript(err) {
+		_ = script.Send(&c, keysAndArgs...)
+		reply, err = n.call(ctx, c.cmd, c.args)
+	}
+	return reply, n.nodeErr(c.cmd, err)
 }
 
-func (n *Node) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
-	op := opName(script, cmd)
+func (n *Node) call(ctx context.Context, cmd string, args []any) (any, error) {
 	if n.closed.Load() {
-		return nil, wrapErr(n.addr, op, ErrClosed, "")
+		return nil, ErrClosed
 	}
 	timeout, err := timeoutFor(ctx, n.cfg.readTimeout)
 	if err != nil {
-		return nil, wrapErr(n.addr, op, err, "")
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := n.p.GetContext(ctx)
-	if err != nil {
-		return nil, wrapErr(n.addr, "dial", err, n.cfg.password)
+	p := n.pipes[0]
+	if len(n.pipes) > 1 {
+		p = n.pipes[n.slot(cmd, args)]
 	}
-	defer c.Close()
-	// Dialing may have used part of the budget.
-	if timeout, err = timeoutFor(ctx, 0); err != nil {
-		return nil, wrapErr(n.addr, op, err, "")
-	}
-	reply, err := run(c, timeout, script, cmd, args)
-	return reply, wrapErr(n.addr, op, err, n.cfg.password)
+	return p.call(ctx, cmd, args)
 }
 
-// Close closes the idle connections; connections in use close when their
-// call ends. Later calls fail with ErrClosed.
+// slot picks the connection for a command: by its key, so that commands on
+// one key keep their order.
+func (n *Node) slot(cmd string, args []any) int {
+	keyArg := 0
+	if cmd == "EVALSHA" || cmd == "EVAL" {
+		keyArg = 2 // script, numkeys, key
+	}
+	if len(args) > keyArg {
+		if key, ok := args[keyArg].(string); ok {
+			return int(maphash.String(n.seed, key) % uint64(len(n.pipes)))
+		}
+	}
+	return 0
+}
+
+// nodeErr tags err with the node and command; a password a lower layer may
+// have quoted is removed.
+func (n *Node) nodeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*NodeError); ok {
+		return err
+	}
+	return wrapErr(n.addr, strings.ToUpper(op), err, n.secret)
+}
+
+// Close stops the node's connections: calls in flight or queued fail with
+// ErrClosed, and so do later calls. Close waits for the connection
+// goroutines to exit.
 func (n *Node) Close() error {
-	n.closed.Store(true)
-	return n.p.Close()
+	n.once.Do(func() {
+		n.closed.Store(true)
+		for _, p := range n.pipes {
+			close(p.quit)
+		}
+		for _, p := range n.pipes {
+			<-p.done
+		}
+	})
+	return nil
+}
+
+// isNoScript reports the node's answer to EVALSHA for a script it does not
+// have.
+func isNoScript(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT ")
+}
+
+// capture is a redis.Conn that only records what would be sent: it turns
+// redigo's Script into the EVALSHA or EVAL arguments.
+type capture struct {
+	redis.Conn
+	cmd  string
+	args []any
+}
+
+func (c *capture) Send(cmd string, args ...any) error {
+	c.cmd, c.args = cmd, args
+	return nil
 }

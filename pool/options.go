@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // Defaults for New. They suit a lock node on a local network: a command
@@ -14,8 +16,8 @@ const (
 	DefaultDialTimeout  = 1 * time.Second
 	DefaultReadTimeout  = 1 * time.Second
 	DefaultWriteTimeout = 1 * time.Second
-	DefaultMaxIdle      = 32
-	DefaultIdleTimeout  = 5 * time.Minute
+	DefaultConns        = 1
+	DefaultQueueSize    = 4096
 	DefaultPingIdle     = 10 * time.Second
 )
 
@@ -23,9 +25,8 @@ type config struct {
 	dialTimeout  time.Duration
 	readTimeout  time.Duration
 	writeTimeout time.Duration
-	maxIdle      int
-	maxActive    int
-	idleTimeout  time.Duration
+	conns        int
+	queueSize    int
 	pingIdle     time.Duration
 	username     string
 	password     string
@@ -39,8 +40,8 @@ func defaultConfig() config {
 		dialTimeout:  DefaultDialTimeout,
 		readTimeout:  DefaultReadTimeout,
 		writeTimeout: DefaultWriteTimeout,
-		maxIdle:      DefaultMaxIdle,
-		idleTimeout:  DefaultIdleTimeout,
+		conns:        DefaultConns,
+		queueSize:    DefaultQueueSize,
 		pingIdle:     DefaultPingIdle,
 	}
 }
@@ -53,12 +54,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("redlock/pool: read timeout %v must be positive", c.readTimeout)
 	case c.writeTimeout <= 0:
 		return fmt.Errorf("redlock/pool: write timeout %v must be positive", c.writeTimeout)
-	case c.maxIdle < 0:
-		return fmt.Errorf("redlock/pool: max idle connections %d must not be negative", c.maxIdle)
-	case c.maxActive < 0:
-		return fmt.Errorf("redlock/pool: max active connections %d must not be negative", c.maxActive)
-	case c.idleTimeout < 0:
-		return fmt.Errorf("redlock/pool: idle timeout %v must not be negative", c.idleTimeout)
+	case c.conns < 1 || c.conns > 64:
+		return fmt.Errorf("redlock/pool: connections %d out of range [1, 64]", c.conns)
+	case c.queueSize < 1:
+		return fmt.Errorf("redlock/pool: queue size %d must be positive", c.queueSize)
 	case c.pingIdle < 0:
 		return fmt.Errorf("redlock/pool: ping-after-idle %v must not be negative", c.pingIdle)
 	case c.db < 0:
@@ -84,22 +83,21 @@ func WithReadTimeout(d time.Duration) Option { return func(c *config) { c.readTi
 // DefaultWriteTimeout (1s).
 func WithWriteTimeout(d time.Duration) Option { return func(c *config) { c.writeTimeout = d } }
 
-// WithMaxIdle sets how many idle connections are kept for reuse; set it to
-// about the number of concurrent lock calls. Default DefaultMaxIdle (32).
-func WithMaxIdle(n int) Option { return func(c *config) { c.maxIdle = n } }
+// WithConns sets how many pipelined connections the node gets. Commands on
+// one key always use the same connection. One connection batches best;
+// more can help when a single connection's reads or writes are the
+// bottleneck. Default DefaultConns (1); range 1 to 64.
+func WithConns(n int) Option { return func(c *config) { c.conns = n } }
 
-// WithMaxActive caps the connections open at once; a call that finds the
-// cap reached waits for a free connection until its context ends. Default
-// 0: no cap.
-func WithMaxActive(n int) Option { return func(c *config) { c.maxActive = n } }
-
-// WithIdleTimeout closes connections that stayed idle this long. Default
-// DefaultIdleTimeout (5m); 0 keeps them forever.
-func WithIdleTimeout(d time.Duration) Option { return func(c *config) { c.idleTimeout = d } }
+// WithQueueSize bounds how many commands may wait, per connection, to be
+// written. A caller that finds the queue full waits for room until its
+// context ends, then fails with ErrQueueFull. Default DefaultQueueSize
+// (4096).
+func WithQueueSize(n int) Option { return func(c *config) { c.queueSize = n } }
 
 // WithPingAfterIdle makes a connection that stayed idle at least d answer a
-// PING before it is reused, so that a connection the node or a middlebox
-// dropped is replaced instead of failing a lock call. Default
+// PING before it carries commands again, so that a connection the node or
+// a middlebox dropped is replaced instead of failing a lock call. Default
 // DefaultPingIdle (10s); 0 never pings.
 func WithPingAfterIdle(d time.Duration) Option { return func(c *config) { c.pingIdle = d } }
 
@@ -124,3 +122,31 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 // WithClientName names the connections (CLIENT SETNAME), which shows in
 // CLIENT LIST on the node. Default: unnamed.
 func WithClientName(name string) Option { return func(c *config) { c.clientName = name } }
+
+// dialOptions turns the configuration into redigo dial options; host is
+// the TLS server name when the TLS configuration has none.
+func (c *config) dialOptions(host string) []redis.DialOption {
+	opts := []redis.DialOption{
+		redis.DialConnectTimeout(c.dialTimeout),
+		redis.DialReadTimeout(c.readTimeout),
+		redis.DialWriteTimeout(c.writeTimeout),
+		redis.DialDatabase(c.db),
+	}
+	if c.password != "" {
+		opts = append(opts, redis.DialPassword(c.password))
+	}
+	if c.username != "" {
+		opts = append(opts, redis.DialUsername(c.username))
+	}
+	if c.clientName != "" {
+		opts = append(opts, redis.DialClientName(c.clientName))
+	}
+	if c.tls != nil {
+		tc := c.tls.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = host
+		}
+		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(tc))
+	}
+	return opts
+}
