@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 )
@@ -40,7 +41,10 @@ type Node struct {
 	once   sync.Once
 }
 
-var _ Pool = (*Node)(nil)
+var (
+	_ Pool    = (*Node)(nil)
+	_ Starter = (*Node)(nil)
+)
 
 // New returns a pipelined pool for the Redis node at addr ("host:port"). It
 // does not connect until the first call, so a node that is down at start-up
@@ -99,17 +103,51 @@ func (n *Node) call(ctx context.Context, cmd string, args []any) (any, error) {
 	if n.closed.Load() {
 		return nil, ErrClosed
 	}
-	timeout, err := timeoutFor(ctx, n.cfg.readTimeout)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	p := n.pipes[0]
-	if len(n.pipes) > 1 {
-		p = n.pipes[n.slot(cmd, args)]
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > n.cfg.readTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.readTimeout)
+		defer cancel()
 	}
-	return p.call(ctx, cmd, args)
+	return n.pipeFor(cmd, args).call(ctx, cmd, args)
+}
+
+func (n *Node) pipeFor(cmd string, args []any) *pipe {
+	if len(n.pipes) == 1 {
+		return n.pipes[0]
+	}
+	return n.pipes[n.slot(cmd, args)]
+}
+
+// Start queues a command; its reply, or a *NodeError, goes to rcv. It
+// implements Starter.
+func (n *Node) Start(rcv Receiver, cmd string, args ...any) {
+	req := getRequest()
+	req.cmd, req.args, req.rcv = cmd, args, rcv
+	p := n.pipeFor(cmd, args)
+	if n.closed.Load() {
+		p.deliver(req, nil, ErrClosed)
+		return
+	}
+	p.start(req)
+}
+
+// StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
+// or a *NodeError, goes to rcv. It implements Starter.
+func (n *Node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
+	var c capture
+	_ = script.SendHash(&c, keysAndArgs...)
+	req := getRequest()
+	req.cmd, req.args, req.rcv = c.cmd, c.args, rcv
+	req.script, req.keysAndArgs = script, keysAndArgs
+	p := n.pipeFor(c.cmd, c.args)
+	if n.closed.Load() {
+		p.deliver(req, nil, ErrClosed)
+		return
+	}
+	p.start(req)
 }
 
 // slot picks the connection for a command: by its key, so that commands on
@@ -146,10 +184,7 @@ func (n *Node) Close() error {
 	n.once.Do(func() {
 		n.closed.Store(true)
 		for _, p := range n.pipes {
-			close(p.quit)
-		}
-		for _, p := range n.pipes {
-			<-p.done
+			p.close()
 		}
 	})
 	return nil

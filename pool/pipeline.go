@@ -11,19 +11,31 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// ErrQueueFull is in the chain of a call whose context ended while it waited
-// for room in the node's request queue: the node is not keeping up.
+// ErrQueueFull is in the chain of a call that found no room in the node's
+// request queue (Start), or whose context ended while it waited for room
+// (Do, Eval): the node is not keeping up.
 var ErrQueueFull = errors.New("redlock/pool: request queue full")
 
 // errNodeDown is in the chain of calls failed without trying, while a node
 // that could not be dialled is in its reconnect back-off.
 var errNodeDown = errors.New("node down, reconnecting")
 
-// request is one command on its way through a pipelined connection.
+var (
+	errBroken       = errors.New("connection broken")
+	errNotAnswering = errors.New("node not answering")
+)
+
+// request is one command on its way through a pipelined connection. Its
+// reply goes either to done, where a caller waits, or to rcv.
 type request struct {
 	cmd  string
 	args []any
 	done chan result // buffered: the reader never blocks on a caller that left
+	left atomic.Bool // the waiting caller gave up: do not send
+	rcv  Receiver
+	// For a script started with StartEval: what EVAL needs after NOSCRIPT.
+	script      *redis.Script
+	keysAndArgs []any
 }
 
 type result struct {
@@ -33,29 +45,52 @@ type result struct {
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan result, 1)} }}
 
-// pipe is one pipelined connection slot of a Node: callers put requests on
-// queue; the writer goroutine sends everything queued in one write and
-// hands the requests, in order, to the reader goroutine of the current
-// link, which matches them with the replies.
-type pipe struct {
-	n     *Node
-	queue chan *request
-	quit  chan struct{}
-	done  chan struct{} // closed when the writer has exited
+func getRequest() *request {
+	req := requestPool.Get().(*request)
+	req.left.Store(false)
+	return req
+}
 
-	// Reconnect back-off, used by the writer only.
-	downUntil time.Time
+func putRequest(req *request) {
+	req.cmd, req.args, req.rcv, req.script, req.keysAndArgs = "", nil, nil, nil, nil
+	requestPool.Put(req)
+}
+
+// pipe is one pipelined connection slot of a Node.
+//
+// Callers put requests on queue and then try to become the writer: the
+// one that gets the write lock sends everything queued in one write, and
+// hands the requests, in order, to the reader goroutine of the link, which
+// matches them with the replies. A caller that finds the lock taken leaves
+// its request to the writer of the moment, who looks at the queue again
+// after releasing the lock. An idle node so costs its caller one write and
+// no goroutine hand-off; a busy one gets large batches.
+//
+// Dialling is done by a goroutine of its own, so that no caller waits on
+// a connect beyond its own deadline.
+type pipe struct {
+	n      *Node
+	queue  chan *request
+	closed atomic.Bool
+
+	wmu       sync.Mutex // the write lock: guards the fields below
+	l         *link      // current link; nil when not connected
+	dialing   bool
+	downUntil time.Time // reconnect back-off
 	downErr   error
 	backoff   time.Duration
+	batch     []*request
+	bg        sync.WaitGroup // the dialler
 }
 
 // link is one connection of a pipe, with its reader.
 type link struct {
 	conn        redis.Conn
-	inflight    chan *request // sent, reply not read yet; closed by the writer when it drops the link
+	inflight    chan *request // sent, reply not read yet; closed when the link is dropped
 	broken      atomic.Bool   // set by either side on a connection error
+	failWith    atomic.Value  // error for requests still in flight when dropped
 	outstanding atomic.Int64  // requests sent whose reply has not been delivered
-	lastUsed    time.Time     // writer only
+	lastUsed    time.Time     // under the write lock
 	readerDone  chan struct{}
 }
 
@@ -66,166 +101,235 @@ const (
 )
 
 func newPipe(n *Node) *pipe {
-	p := &pipe{
-		n:     n,
-		queue: make(chan *request, n.cfg.queueSize),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-	}
-	go p.writer()
-	return p
+	return &pipe{n: n, queue: make(chan *request, n.cfg.queueSize), batch: make([]*request, 0, maxBatch)}
 }
 
 // call queues cmd and waits for its reply until ctx ends. A caller that
-// leaves early gets a timeout; its reply is still read in order and thrown
-// away, never handed to another caller.
+// leaves before its command was written keeps it from being written; one
+// that leaves later gets a timeout at once, and its reply is still read in
+// order and thrown away, never handed to another caller.
 func (p *pipe) call(ctx context.Context, cmd string, args []any) (any, error) {
-	req := requestPool.Get().(*request)
+	req := getRequest()
 	req.cmd, req.args = cmd, args
 	select {
 	case p.queue <- req:
-	case <-ctx.Done():
-		req.args = nil
-		requestPool.Put(req)
-		return nil, errors.Join(ErrQueueFull, ctx.Err())
-	case <-p.quit:
-		req.args = nil
-		requestPool.Put(req)
-		return nil, ErrClosed
+	default:
+		select {
+		case p.queue <- req:
+		case <-ctx.Done():
+			putRequest(req)
+			return nil, errors.Join(ErrQueueFull, ctx.Err())
+		}
 	}
+	p.flush()
 	select {
 	case r := <-req.done:
-		req.args = nil
-		requestPool.Put(req) // the reply was delivered: nobody else holds req
+		putRequest(req) // the reply was delivered: nobody else holds req
 		return r.reply, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err() // req is dropped, not reused: its reply is still to come
+		req.left.Store(true) // req is not reused: a reply may still come
+		return nil, ctx.Err()
 	}
 }
 
-func (req *request) deliver(reply any, err error) {
-	req.done <- result{reply, err}
+// start queues a request whose reply goes to its receiver, without
+// waiting for room: a full queue fails it at once.
+func (p *pipe) start(req *request) {
+	select {
+	case p.queue <- req:
+		p.flush()
+	default:
+		p.deliver(req, nil, ErrQueueFull)
+	}
 }
 
-// writer owns the link: it dials, batches and writes, and replaces the link
-// when it breaks.
-func (p *pipe) writer() {
-	defer close(p.done)
-	var l *link
-	defer func() {
-		if l != nil {
-			p.drop(l)
-		}
-		p.failQueued(ErrClosed)
-	}()
-	batch := make([]*request, 0, maxBatch)
-	for {
-		var req *request
-		select {
-		case req = <-p.queue:
-		case <-p.quit:
+// deliver hands a reply to whoever waits for it. A script that the node
+// did not have is sent again with EVAL first.
+func (p *pipe) deliver(req *request, reply any, err error) {
+	if req.rcv == nil {
+		req.done <- result{reply, err}
+		return
+	}
+	if req.script != nil && req.cmd == "EVALSHA" && isNoScript(err) {
+		var c capture
+		_ = req.script.Send(&c, req.keysAndArgs...)
+		req.cmd, req.args = c.cmd, c.args
+		p.start(req)
+		return
+	}
+	rcv, cmd := req.rcv, req.cmd
+	putRequest(req)
+	rcv.Receive(reply, p.n.nodeErr(cmd, err))
+}
+
+// flush writes what is queued, unless another goroutine is writing; that
+// one looks at the queue again after it is done.
+func (p *pipe) flush() {
+	for len(p.queue) > 0 {
+		if !p.wmu.TryLock() {
 			return
 		}
-		batch = append(batch[:0], req)
-	fill:
+		p.writeQueued()
+		p.wmu.Unlock()
+	}
+}
+
+// writeQueued sends the queue in batches. It runs under the write lock.
+func (p *pipe) writeQueued() {
+	for len(p.queue) > 0 {
+		if p.closed.Load() {
+			p.failQueued(ErrClosed)
+			return
+		}
+		if p.l != nil && p.l.broken.Load() {
+			p.drop(p.l, errBroken)
+			p.l = nil
+		}
+		if p.l == nil {
+			switch {
+			case p.dialing:
+				return // the dialler flushes when it is done
+			case time.Now().Before(p.downUntil):
+				p.failQueued(fmt.Errorf("%w: %v", errNodeDown, p.downErr))
+				return
+			}
+			p.dialing = true
+			p.bg.Add(1)
+			go p.dial()
+			return
+		}
+		batch := p.batch[:0]
 		for len(batch) < maxBatch {
 			select {
-			case req = <-p.queue:
-				batch = append(batch, req)
-			default:
-				break fill
-			}
-		}
-		if l != nil && l.broken.Load() {
-			p.drop(l)
-			l = nil
-		}
-		if l == nil {
-			var err error
-			if l, err = p.connect(); err != nil {
-				for _, r := range batch {
-					r.deliver(nil, err)
+			case req := <-p.queue:
+				if req.left.Load() {
+					putRequest(req) // its caller is gone: do not send
+					continue
 				}
+				batch = append(batch, req)
 				continue
+			default:
 			}
-		}
-		p.send(l, batch)
-	}
-}
-
-// send writes a batch on l in one flush and hands its requests to l's
-// reader in order.
-func (p *pipe) send(l *link, batch []*request) {
-	if idle := p.n.cfg.pingIdle; idle > 0 && l.outstanding.Load() == 0 && time.Since(l.lastUsed) >= idle {
-		// Nothing is in flight, so the reader is not reading: check the
-		// connection directly before trusting it with the batch.
-		if _, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING"); err != nil {
-			l.broken.Store(true)
-		}
-	}
-	l.lastUsed = time.Now()
-	var err error
-	if l.broken.Load() {
-		err = errors.New("connection broken")
-	}
-	sent := 0
-	for _, r := range batch {
-		if err != nil {
 			break
 		}
-		if err = l.conn.Send(r.cmd, r.args...); err == nil {
-			sent++
-		}
-	}
-	if err == nil {
-		err = l.conn.Flush()
-	}
-	if err != nil {
-		l.broken.Store(true)
-		// Requests that reached the buffer may or may not reach the node:
-		// they fail like any request on a broken connection.
-		err = fmt.Errorf("write: %w", err)
-	}
-	for i, r := range batch {
-		if i >= sent || err != nil {
-			r.deliver(nil, p.n.nodeErr(r.cmd, err))
-			continue
-		}
-		l.outstanding.Add(1)
-		l.inflight <- r
+		p.send(p.l, batch)
+		clear(batch)
 	}
 }
 
-// connect dials a new link, unless the node is in its reconnect back-off.
-func (p *pipe) connect() (*link, error) {
-	if time.Now().Before(p.downUntil) {
-		return nil, p.n.nodeErr("dial", fmt.Errorf("%w: %v", errNodeDown, p.downErr))
-	}
+// dial connects in the background and then writes what queued meanwhile;
+// a failed dial starts or lengthens the back-off and fails the queue.
+func (p *pipe) dial() {
+	defer p.bg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), p.n.cfg.dialTimeout)
 	conn, err := p.n.dial(ctx)
 	cancel()
-	if err != nil {
+	p.wmu.Lock()
+	p.dialing = false
+	switch {
+	case err != nil:
 		if p.backoff == 0 {
 			p.backoff = minBackoff
 		} else if p.backoff *= 2; p.backoff > maxBackoff {
 			p.backoff = maxBackoff
 		}
 		p.downUntil, p.downErr = time.Now().Add(p.backoff), err
-		return nil, p.n.nodeErr("dial", err)
+		p.failQueued(err)
+	case p.closed.Load():
+		_ = conn.Close()
+		p.failQueued(ErrClosed)
+	default:
+		p.backoff = 0
+		p.l = &link{
+			conn:       conn,
+			inflight:   make(chan *request, 4*maxBatch),
+			lastUsed:   time.Now(),
+			readerDone: make(chan struct{}),
+		}
+		go p.reader(p.l)
+		p.writeQueued()
 	}
-	p.backoff = 0
-	l := &link{
-		conn:       conn,
-		inflight:   make(chan *request, 4*maxBatch),
-		lastUsed:   time.Now(),
-		readerDone: make(chan struct{}),
-	}
-	go p.reader(l)
-	return l, nil
+	p.wmu.Unlock()
+	p.flush()
 }
 
-// drop closes a link: the reader fails what is still in flight and exits.
-func (p *pipe) drop(l *link) {
+// send writes a batch on l in one flush and hands its requests to l's
+// reader in order. It runs under the write lock.
+func (p *pipe) send(l *link, batch []*request) {
+	if len(batch) == 0 {
+		return
+	}
+	if idle := p.n.cfg.pingIdle; idle > 0 && l.outstanding.Load() == 0 && time.Since(l.lastUsed) >= idle {
+		// Nothing is in flight, so the reader is not reading: check the
+		// connection directly before trusting it with the batch.
+		if _, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING"); err != nil {
+			// Put the batch back in front and reconnect.
+			p.drop(l, errBroken)
+			p.l = nil
+			p.requeue(batch)
+			return
+		}
+	}
+	l.lastUsed = time.Now()
+	// Never wait for the reader: a node that stopped answering must not
+	// hold up the caller that happens to be writing. Only this goroutine
+	// adds to inflight, so the room seen here can only grow.
+	if room := cap(l.inflight) - len(l.inflight); len(batch) > room {
+		stuck := fmt.Errorf("%w: %d commands waiting for replies", errNotAnswering, len(l.inflight))
+		for _, r := range batch[room:] {
+			p.deliver(r, nil, stuck)
+		}
+		batch = batch[:room]
+		if room == 0 {
+			return
+		}
+	}
+	var err error
+	for _, r := range batch {
+		if err = l.conn.Send(r.cmd, r.args...); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = l.conn.Flush()
+	}
+	if err != nil {
+		// Commands that reached the buffer may or may not reach the node:
+		// they fail like any command on a broken connection.
+		l.broken.Store(true)
+		err = fmt.Errorf("write: %w", err)
+		for _, r := range batch {
+			p.deliver(r, nil, err)
+		}
+		return
+	}
+	for _, r := range batch {
+		l.outstanding.Add(1)
+		l.inflight <- r
+	}
+}
+
+// requeue puts requests back to be sent on the next link, ahead of what
+// queued since, keeping their order. It runs under the write lock.
+func (p *pipe) requeue(batch []*request) {
+	rest := make([]*request, 0, len(batch)+len(p.queue))
+	rest = append(rest, batch...)
+	for len(p.queue) > 0 {
+		rest = append(rest, <-p.queue)
+	}
+	for _, r := range rest {
+		select {
+		case p.queue <- r:
+		default:
+			p.deliver(r, nil, ErrQueueFull)
+		}
+	}
+}
+
+// drop closes a link: the reader fails what is still in flight with err
+// and exits. It runs under the write lock.
+func (p *pipe) drop(l *link, err error) {
+	l.failWith.Store(err)
 	l.broken.Store(true)
 	close(l.inflight)
 	_ = l.conn.Close()
@@ -240,11 +344,14 @@ func (p *pipe) reader(l *link) {
 	var broken error
 	for r := range l.inflight {
 		if broken == nil && l.broken.Load() {
-			broken = errors.New("connection broken")
+			broken = errBroken
+			if e, ok := l.failWith.Load().(error); ok {
+				broken = e
+			}
 		}
 		if broken != nil {
 			l.outstanding.Add(-1)
-			r.deliver(nil, p.n.nodeErr(r.cmd, broken))
+			p.deliver(r, nil, broken)
 			continue
 		}
 		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.readTimeout)
@@ -252,12 +359,15 @@ func (p *pipe) reader(l *link) {
 		if err != nil && !errors.As(err, &re) {
 			// A transport error: nothing more can be read from this
 			// connection. Close it so that the writer sees it too.
+			if e, ok := l.failWith.Load().(error); ok {
+				err = e // dropped on purpose (Close)
+			}
 			broken = err
 			l.broken.Store(true)
 			_ = l.conn.Close()
 		}
 		l.outstanding.Add(-1)
-		r.deliver(reply, p.n.nodeErr(r.cmd, err))
+		p.deliver(r, reply, err)
 	}
 }
 
@@ -266,9 +376,23 @@ func (p *pipe) failQueued(err error) {
 	for {
 		select {
 		case r := <-p.queue:
-			r.deliver(nil, p.n.nodeErr(r.cmd, err))
+			p.deliver(r, nil, err)
 		default:
 			return
 		}
 	}
+}
+
+// close fails what is queued and in flight with ErrClosed and waits for
+// the pipe's goroutines.
+func (p *pipe) close() {
+	p.closed.Store(true)
+	p.wmu.Lock()
+	if p.l != nil {
+		p.drop(p.l, ErrClosed)
+		p.l = nil
+	}
+	p.failQueued(ErrClosed)
+	p.wmu.Unlock()
+	p.bg.Wait()
 }

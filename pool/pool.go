@@ -28,6 +28,27 @@ type Pool interface {
 	Close() error
 }
 
+// Receiver gets the reply of a call begun with Starter.
+type Receiver interface {
+	// Receive is called exactly once per call with the reply, or with a
+	// *NodeError. It must not block.
+	Receive(reply any, err error)
+}
+
+// Starter is implemented by pools that can send a command without a
+// goroutine per call; the lock coordinator uses it when a pool has it.
+// Node implements it.
+type Starter interface {
+	// Start queues a command and returns at once. The reply goes to
+	// rcv.Receive, called from another goroutine, or before Start returns
+	// when the command cannot be queued (closed pool, full queue). The
+	// reply comes within the pool's read timeout.
+	Start(rcv Receiver, cmd string, args ...any)
+	// StartEval is Start for a script: EVALSHA, then EVAL when the node
+	// answers NOSCRIPT.
+	StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any)
+}
+
 // ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.
 var ErrClosed = errors.New("redlock/pool: pool closed")
 

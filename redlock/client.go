@@ -18,9 +18,10 @@ import (
 // state of its own: every lock is a *Lock handle. A Client is safe for
 // concurrent use.
 type Client struct {
-	pools  []pool.Pool
-	quorum int
-	cfg    clientConfig
+	pools    []pool.Pool
+	quorum   int
+	cfg      clientConfig
+	allStart bool // every pool is a pool.Starter: rounds need no goroutines
 
 	mu     sync.Mutex
 	closed bool
@@ -58,12 +59,19 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{
-		pools:  append([]pool.Pool(nil), pools...),
-		quorum: len(pools)/2 + 1,
-		cfg:    cfg,
-		done:   make(chan struct{}),
-	}, nil
+	c := &Client{
+		pools:    append([]pool.Pool(nil), pools...),
+		quorum:   len(pools)/2 + 1,
+		cfg:      cfg,
+		done:     make(chan struct{}),
+		allStart: true,
+	}
+	for _, p := range pools {
+		if _, ok := p.(pool.Starter); !ok {
+			c.allStart = false
+		}
+	}
+	return c, nil
 }
 
 // Quorum returns how many nodes must agree: len(pools)/2+1.
@@ -220,18 +228,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		return nil, err
 	}
 	ms := ttl.Milliseconds()
-	r, err := c.run(ctx, false, func(ctx context.Context, _ int, p pool.Pool) (NodeStatus, error) {
-		reply, err := p.Do(ctx, "SET", key, token, "NX", "PX", ms)
-		switch {
-		case err != nil:
-			return NodeFailed, err
-		case reply == nil:
-			return NodeRefused, nil
-		case reply == "OK":
-			return NodeOK, nil
-		}
-		return NodeFailed, &pool.NodeError{Addr: p.Addr(), Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
-	})
+	r, err := c.run(ctx, false, op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus})
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/quorumlock/redlock/pool"
 )
 
 // Lock is a lock held on a quorum of nodes, returned by TryLock, Lock or
@@ -75,11 +73,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrReleased
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, false, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
-		ctx, cancel := l.settle(ctx, i)
-		defer cancel()
-		return scriptStatus(p.Eval(ctx, extendScript, l.key, l.token, ms))
-	})
+	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.acq})
 	if err != nil {
 		return err
 	}
@@ -124,11 +118,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	r, err := l.c.run(ctx, true, func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error) {
-		ctx, cancel := l.settle(ctx, i)
-		defer cancel()
-		return scriptStatus(p.Eval(ctx, releaseScript, l.key, l.token))
-	})
+	r, err := l.c.run(ctx, true, op{script: releaseScript, args: []any{l.key, l.token}, status: scriptStatus, after: l.acq})
 	if err != nil {
 		return err
 	}
@@ -141,16 +131,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)
 }
 
-// settle holds node i's command until the acquisition's own SET on that
-// node has returned, when it had not by the time the lock was granted, and
-// then gives the command a fresh node timeout.
-func (l *Lock) settle(ctx context.Context, i int) (context.Context, context.CancelFunc) {
-	if l.acq.waitSettled(i) {
-		return l.c.nodeContext(ctx)
-	}
-	return ctx, func() {}
-}
-
 func (l *Lock) check() error {
 	switch {
 	case l.key == "":
@@ -159,15 +139,4 @@ func (l *Lock) check() error {
 		return errors.New("redlock: empty token")
 	}
 	return nil
-}
-
-// scriptStatus reads the 1/0 answer of the extend and release scripts.
-func scriptStatus(reply any, err error) (NodeStatus, error) {
-	if err != nil {
-		return NodeFailed, err
-	}
-	if n, ok := reply.(int64); ok && n == 1 {
-		return NodeOK, nil
-	}
-	return NodeRefused, nil
 }

@@ -2,15 +2,28 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/redlock/pool"
 )
 
-// nodeFunc is node i's part in a round: it returns NodeOK, NodeRefused,
-// or NodeFailed with the node's error.
-type nodeFunc func(ctx context.Context, i int, p pool.Pool) (NodeStatus, error)
+// op is what a round sends to every node, and how a reply is read.
+type op struct {
+	cmd    string        // a command, or
+	script *redis.Script // a script
+	args   []any
+	// status reads a node's reply: NodeOK, NodeRefused, or NodeFailed
+	// with the node's error.
+	status func(addr string, reply any, err error) (NodeStatus, error)
+	// after, when set, is the acquisition round of the lock: on a node
+	// that had not answered it by its decision, the command waits until
+	// that round has settled.
+	after *round
+}
 
 type outcome struct {
 	i      int
@@ -20,44 +33,84 @@ type outcome struct {
 
 // round is one quorum round: a command sent to every node at once.
 type round struct {
+	c       *Client
+	op      op
 	start   time.Time     // read before the first command was sent
 	nodes   []NodeResult  // outcomes known when the round was decided
+	calls   []nodeCall    // one receiver per node
 	ok      bool          // a quorum did what was asked
 	cause   error         // the caller's context error, when it ended the round
 	pending int           // nodes that had not replied at the decision
-	late    chan outcome  // their replies, as they come
-	settled chan struct{} // closed when every node call has returned
+	late    chan outcome  // every reply lands here; the decided round leaves the late ones
+	settled chan struct{} // closed when every node has replied
+	left    atomic.Int32  // nodes yet to reply
+	ctx     context.Context
+	cancel  context.CancelFunc // ends ctx once every node has replied
 }
 
-// waitSettled waits, when node i had not replied by the decision, until
-// every node call of the round has returned. A command that follows up on
-// the round (the release of an acquired lock) must not overtake the
-// round's own command on that node: it would find nothing, and the late
-// command would then land and stay.
-// It reports whether it waited.
-func (r *round) waitSettled(i int) bool {
-	if r != nil && r.nodes[i].Status == NodePending {
-		<-r.settled
+// nodeCall receives node i's reply of a round.
+type nodeCall struct {
+	r *round
+	i int
+}
+
+// Receive implements pool.Receiver: it files the reply and, with the last
+// one, marks the round settled.
+func (nc *nodeCall) Receive(reply any, err error) {
+	r := nc.r
+	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
+	r.late <- outcome{i: nc.i, status: status, err: err}
+	if r.left.Add(-1) == 0 {
+		if r.cancel != nil {
+			r.cancel()
+		}
+		close(r.settled)
+	}
+	r.c.bg.Done()
+}
+
+// unsettled reports whether node i had not answered r when it was decided
+// and r has not settled since. A command that follows up on the round (the
+// release of an acquired lock) must not overtake the round's own command
+// on that node: it would find nothing, and the late command would then
+// land and stay.
+func (r *round) unsettled(i int) bool {
+	if r == nil || r.nodes[i].Status != NodePending {
+		return false
+	}
+	select {
+	case <-r.settled:
+		return false
+	default:
 		return true
 	}
-	return false
 }
 
-// run sends do to every node in parallel and returns as soon as the outcome
-// is decided: a quorum did what was asked, or so many nodes refused or
-// failed that no quorum is possible, or the node timeout passed, or ctx
-// ended. When ctx has already ended, nothing is sent unless always is set
-// (a release must go out whatever the caller's context says). Node calls
-// never see ctx's cancellation: each one runs until it
-// has a reply or the node timeout, so that a command already sent is never
-// abandoned half-way. Replies after the decision arrive on r.late; the
-// goroutines that wait for them are counted in c.bg, so Close waits for
-// them.
-func (c *Client) run(ctx context.Context, always bool, do nodeFunc) (*round, error) {
+// run sends o to every node at once and returns as soon as the outcome is
+// decided: a quorum did what was asked, or so many nodes refused or failed
+// that no quorum is possible, or the node timeout passed, or ctx ended.
+// When ctx has already ended, nothing is sent unless always is set (a
+// release must go out whatever the caller's context says).
+//
+// Node calls never see ctx's cancellation: each one runs until it has a
+// reply or times out, so that a command already sent is never abandoned
+// half-way. Pools that implement pool.Starter take the command without a
+// goroutine; others get one goroutine per call, bounded by the node
+// timeout. Replies after the decision arrive on r.late; every call is
+// counted in c.bg, so Close waits for them.
+func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 	n := len(c.pools)
-	r := &round{nodes: make([]NodeResult, n), late: make(chan outcome, n), settled: make(chan struct{})}
+	r := &round{
+		c:       c,
+		op:      o,
+		nodes:   make([]NodeResult, n),
+		calls:   make([]nodeCall, n),
+		late:    make(chan outcome, n),
+		settled: make(chan struct{}),
+	}
 	for i, p := range c.pools {
 		r.nodes[i].Addr = p.Addr()
+		r.calls[i] = nodeCall{r: r, i: i}
 	}
 	if err := ctx.Err(); err != nil && !always {
 		r.cause = err
@@ -67,20 +120,20 @@ func (c *Client) run(ctx context.Context, always bool, do nodeFunc) (*round, err
 	if !c.begin(n) {
 		return nil, ErrClosed
 	}
+	r.left.Store(int32(n))
+	if !c.allStart {
+		r.ctx, r.cancel = c.nodeContext(ctx)
+	}
 	r.start = c.cfg.clock.Now()
-	nodeCtx, cancel := c.nodeContext(ctx)
-	var left atomic.Int32
-	left.Store(int32(n))
-	for i, p := range c.pools {
-		go func() {
-			defer c.bg.Done()
-			status, err := do(nodeCtx, i, p)
-			r.late <- outcome{i: i, status: status, err: err}
-			if left.Add(-1) == 0 {
-				cancel()
-				close(r.settled)
-			}
-		}()
+	for i := range c.pools {
+		if o.after.unsettled(i) {
+			go func() {
+				<-o.after.settled
+				r.send(i, true)
+			}()
+			continue
+		}
+		r.send(i, false)
 	}
 
 	timer := c.cfg.clock.NewTimer(c.cfg.nodeTimeout)
@@ -109,6 +162,40 @@ func (c *Client) run(ctx context.Context, always bool, do nodeFunc) (*round, err
 	return r, nil
 }
 
+// send sends the round's command to node i. A command that waited for an
+// earlier round gets a fresh node timeout.
+func (r *round) send(i int, waited bool) {
+	p, rcv := r.c.pools[i], &r.calls[i]
+	if s, ok := p.(pool.Starter); ok {
+		if r.op.script != nil {
+			s.StartEval(rcv, r.op.script, r.op.args...)
+		} else {
+			s.Start(rcv, r.op.cmd, r.op.args...)
+		}
+		return
+	}
+	do := func() {
+		ctx, cancel := r.ctx, context.CancelFunc(func() {})
+		if waited {
+			ctx, cancel = r.c.nodeContext(ctx)
+		}
+		defer cancel()
+		var reply any
+		var err error
+		if r.op.script != nil {
+			reply, err = p.Eval(ctx, r.op.script, r.op.args...)
+		} else {
+			reply, err = p.Do(ctx, r.op.cmd, r.op.args...)
+		}
+		rcv.Receive(reply, err)
+	}
+	if waited {
+		do() // already in its own goroutine
+		return
+	}
+	go do()
+}
+
 // drain records the replies that are already in when the node timeout
 // fires, so that the error does not call a node that answered silent.
 func (r *round) drain() {
@@ -129,9 +216,8 @@ func (c *Client) afterLate(r *round, f func(outcome)) {
 	if r.pending == 0 {
 		return
 	}
-	// A node goroutine that has not sent its outcome yet is still counted
-	// in c.bg, so the count is above zero here and Close cannot have
-	// finished waiting.
+	// A node that has not replied yet is still counted in c.bg, so the
+	// count is above zero here and Close cannot have finished waiting.
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
@@ -153,9 +239,32 @@ func (c *Client) quorumError(op, key string, r *round, sentinel error, validity 
 	}
 }
 
-// nodeContext bounds a follow-up command (a release after a failed
-// acquisition) by the node timeout, keeping ctx's values but not its
-// cancellation.
+// nodeContext bounds a node call by the node timeout, keeping ctx's values
+// but not its cancellation.
 func (c *Client) nodeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout)
+}
+
+// scriptStatus reads the 1/0 answer of the extend and release scripts.
+func scriptStatus(_ string, reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		return NodeFailed, err
+	}
+	if n, ok := reply.(int64); ok && n == 1 {
+		return NodeOK, nil
+	}
+	return NodeRefused, nil
+}
+
+// setStatus reads the answer to SET NX: OK, or nil when the key exists.
+func setStatus(addr string, reply any, err error) (NodeStatus, error) {
+	switch {
+	case err != nil:
+		return NodeFailed, err
+	case reply == nil:
+		return NodeRefused, nil
+	case reply == "OK":
+		return NodeOK, nil
+	}
+	return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
 }
