@@ -22,11 +22,21 @@ type nodes struct {
 	addrs   []string
 	backend string       // for the report, e.g. "redis-server 7.0.15, 5 nodes started by the tool"
 	close   func() error // stops the nodes the tool started; nil when it started none
+	local   []localNode  // the nodes the tool started, by index; nil with -addrs
+}
+
+// localNode is a node the tool started, which it may break on purpose.
+// *redistest.Server is one.
+type localNode interface {
+	Pause() error   // SIGSTOP: the node keeps its port but answers nothing
+	Resume() error  // SIGCONT
+	Kill() error    // SIGKILL
+	Restart() error // start a killed node again, empty, on the same port
 }
 
 // startNodes returns the nodes the run uses: cfg.addrs when given,
-// otherwise defaultNodes nodes it starts itself. The caller must call
-// stop on the result, which stops the nodes the tool started.
+// otherwise cfg.nodes nodes it starts itself. The caller must call stop on
+// the result, which stops the nodes the tool started.
 func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 	if len(cfg.addrs) > 0 {
 		version, err := redisVersion(cfg.addrs)
@@ -50,11 +60,11 @@ func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 			"  Their figures are NOT representative of real Redis: no real network stack, scripts run\n"+
 			"  in a Go Lua interpreter, and the servers share the benchmark's CPU and garbage collector.\n"+
 			"  Install redis-server (e.g. apt-get install redis-server) or point -addrs at real nodes.\n",
-			defaultNodes)
-		return startMiniredis(defaultNodes)
+			cfg.nodes)
+		return startMiniredis(cfg.nodes)
 	}
 
-	c, err := redistest.Start(defaultNodes, redistest.Options{})
+	c, err := redistest.Start(cfg.nodes, redistest.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -62,11 +72,15 @@ func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock-bench: warning: %v\n", err)
 	}
-	return &nodes{
+	ns := &nodes{
 		addrs:   c.Addrs(),
-		backend: fmt.Sprintf("%s, %d local nodes started by the tool", version, defaultNodes),
+		backend: fmt.Sprintf("%s, %d local nodes started by the tool", version, cfg.nodes),
 		close:   c.Close,
-	}, nil
+	}
+	for _, s := range c.Nodes() {
+		ns.local = append(ns.local, s)
+	}
+	return ns, nil
 }
 
 // stop stops the nodes the tool started.
@@ -86,7 +100,10 @@ func startMiniredis(n int) (*nodes, error) {
 		}
 		return nil
 	}
-	addrs := make([]string, 0, n)
+	ns := &nodes{
+		backend: fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
+		close:   closeAll,
+	}
 	for range n {
 		m, err := miniredis.Run()
 		if err != nil {
@@ -94,14 +111,23 @@ func startMiniredis(n int) (*nodes, error) {
 			return nil, fmt.Errorf("starting miniredis: %w", err)
 		}
 		servers = append(servers, m)
-		addrs = append(addrs, m.Addr())
+		ns.addrs = append(ns.addrs, m.Addr())
+		ns.local = append(ns.local, miniNode{m})
 	}
-	return &nodes{
-		addrs:   addrs,
-		backend: fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
-		close:   closeAll,
-	}, nil
+	return ns, nil
 }
+
+// errNoPause is the error for pausing an in-process node.
+var errNoPause = errors.New("an in-process miniredis node cannot be paused (it shares this process); use redis-server nodes")
+
+// miniNode is a miniredis server as a localNode: it can be killed (closed)
+// and restarted, but not paused.
+type miniNode struct{ m *miniredis.Miniredis }
+
+func (n miniNode) Pause() error   { return errNoPause }
+func (n miniNode) Resume() error  { return nil }
+func (n miniNode) Kill() error    { n.m.Close(); return nil }
+func (n miniNode) Restart() error { return n.m.Restart() }
 
 // redisVersion returns "redis-server VERSION" from INFO server on the
 // nodes ("redis-server V1/V2" when they differ, "version unknown" when no

@@ -1,115 +1,239 @@
 package main
 
 import (
-	"fmt"
+	"encoding/json"
 	"io"
+	"math"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
-// percentiles are the columns of the latency table, with max last.
-// The quantiles are in per mille, so that ranks are exact integers.
-var percentiles = []struct {
-	name     string
-	perMille int
-}{{"p50", 500}, {"p90", 900}, {"p99", 990}, {"max", 1000}}
+// report is everything the tool prints, as the table or as JSON. Ratios
+// that cannot be computed (an empty side) are 0.
+type report struct {
+	Mode        string       `json:"mode"`
+	Backend     string       `json:"backend"`
+	Nodes       int          `json:"nodes"`
+	Quorum      int          `json:"quorum"`
+	NodeTimeout duration     `json:"node_timeout_us"`
+	Workers     int          `json:"workers"`
+	Keys        string       `json:"keys"` // "distinct" (a key per worker) or "one"
+	TTL         duration     `json:"ttl_us"`
+	Hold        duration     `json:"hold_us"`
+	Duration    duration     `json:"duration_us"` // -duration, per pool kind
+	Interrupted bool         `json:"interrupted"`
+	Runs        []runReport  `json:"runs"`                         // one per pool kind
+	Ratio       *ratioReport `json:"pipelined_vs_plain,omitempty"` // with -pool both
+}
 
-// writeReport prints the run's setup and results.
-func writeReport(w io.Writer, cfg config, ns *nodes, quorum int, res *result) {
-	fmt.Fprintf(w, "backend   %s\n", ns.backend)
-	fmt.Fprintf(w, "nodes     %d (quorum %d), node timeout %v\n", len(ns.addrs), quorum, cfg.nodeTimeout)
-	fmt.Fprintf(w, "workers   %d, keys %s, ttl %v\n", cfg.workers, cfg.keys, cfg.ttl)
-	duration := fmt.Sprintf("%.3fs measured (-duration %v)", res.elapsed.Seconds(), cfg.duration)
-	if res.interrupted {
-		duration += ", interrupted"
-	}
-	fmt.Fprintf(w, "duration  %s\n\n", duration)
+// runReport is one pool kind's results.
+type runReport struct {
+	Pool           string           `json:"pool"`
+	Elapsed        duration         `json:"elapsed_us"`
+	Interrupted    bool             `json:"interrupted"`
+	Rounds         int              `json:"rounds"` // lock+unlock with no error
+	RoundsPerSec   float64          `json:"rounds_per_s"`
+	Acquire        summary          `json:"acquire"` // in contended mode: the wait
+	Release        summary          `json:"release"`
+	Floor          *floorReport     `json:"floor,omitempty"`
+	Contended      *contendedReport `json:"contended,omitempty"`
+	Fault          *faultReport     `json:"fault,omitempty"`
+	AllocsPerRound float64          `json:"allocs_per_round"` // whole process
+	ConnsDialled   *int64           `json:"conns_dialled,omitempty"`
+	ConnsOpen      *int64           `json:"conns_open,omitempty"`
+	Leftover       int              `json:"leftover_keys"`
+	Unfinished     int              `json:"unfinished"` // Lock calls cut short by the end
+	LongestWait    duration         `json:"unfinished_longest_wait_us"`
+	WaitError      string           `json:"unfinished_error,omitempty"`
+	Errors         []errorReport    `json:"errors"`
+}
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "latency\tcount\t")
-	for _, p := range percentiles {
-		fmt.Fprintf(tw, "%s\t", p.name)
+// floorReport is the floor measured in a run.
+type floorReport struct {
+	Latency      summary `json:"latency"`        // SET to all nodes, then read all replies
+	LockP50Ratio float64 `json:"lock_p50_ratio"` // acquire p50 / floor p50
+	Error        string  `json:"error,omitempty"`
+}
+
+// contendedReport is what contended mode adds.
+type contendedReport struct {
+	Acquisitions int64   `json:"acquisitions"`
+	PerSec       float64 `json:"acquisitions_per_s"`
+	Efficiency   float64 `json:"efficiency"` // acquisitions/s ÷ (1/hold)
+	Handoff      summary `json:"handoff"`    // Unlock returned → next Lock returned
+	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
+}
+
+// faultReport is what a fault run adds.
+type faultReport struct {
+	Kind     string   `json:"kind"` // "pause" or "kill"
+	Node     int      `json:"node"`
+	Addr     string   `json:"addr"`
+	At       duration `json:"at_us"`    // from the start of measuring
+	Happened bool     `json:"happened"` // false when the run ended first
+	Error    string   `json:"error,omitempty"`
+	Before   summary  `json:"before"`    // acquire latency before the fault
+	After    summary  `json:"after"`     // and after
+	P99Ratio float64  `json:"p99_ratio"` // after p99 / before p99
+}
+
+// ratioReport compares -pool both's runs: pipelined ÷ plain.
+type ratioReport struct {
+	RoundsPerSec float64 `json:"rounds_per_s"`
+	AcquireP50   float64 `json:"acquire_p50"`
+}
+
+type errorReport struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+	First string `json:"first"`
+}
+
+// duration is a time.Duration that JSON shows in microseconds.
+type duration time.Duration
+
+func (d duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(math.Round(float64(d)/float64(time.Microsecond)*10) / 10)
+}
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var us float64
+	if err := json.Unmarshal(b, &us); err != nil {
+		return err
 	}
-	fmt.Fprintln(tw)
-	for _, row := range []struct {
-		name string
-		d    []time.Duration
-	}{{"acquire", res.acquire}, {"release", res.release}} {
-		fmt.Fprintf(tw, "%s\t%d\t", row.name, len(row.d))
-		for _, p := range percentiles {
-			fmt.Fprintf(tw, "%s\t", formatLatency(row.d, p.perMille))
+	*d = duration(us * float64(time.Microsecond))
+	return nil
+}
+
+// newReport puts the runs' results together.
+func newReport(cfg config, ns *nodes, runs []*runResult) *report {
+	rep := &report{
+		Mode:        cfg.mode,
+		Backend:     ns.backend,
+		Nodes:       len(ns.addrs),
+		Quorum:      len(ns.addrs)/2 + 1,
+		NodeTimeout: duration(cfg.nodeTimeout),
+		Workers:     cfg.workers,
+		Keys:        "distinct",
+		TTL:         duration(cfg.ttl),
+		Hold:        duration(cfg.hold),
+		Duration:    duration(cfg.duration),
+		Runs:        []runReport{},
+	}
+	if cfg.mode == modeContended {
+		rep.Keys = "one"
+	}
+	for _, r := range runs {
+		rep.Quorum = r.quorum
+		rep.Interrupted = rep.Interrupted || r.interrupted
+		rep.Runs = append(rep.Runs, newRunReport(cfg, r))
+	}
+	if len(rep.Runs) == 2 && rep.Runs[0].Pool == poolPipelined && rep.Runs[1].Pool == poolPlain {
+		p, q := rep.Runs[0], rep.Runs[1]
+		rep.Ratio = &ratioReport{
+			RoundsPerSec: ratio(p.RoundsPerSec, q.RoundsPerSec),
+			AcquireP50:   ratio(float64(p.Acquire.P50), float64(q.Acquire.P50)),
 		}
-		fmt.Fprintln(tw)
 	}
-	tw.Flush()
+	return rep
+}
 
-	rate := 0.0
-	if s := res.elapsed.Seconds(); s > 0 {
-		rate = float64(res.rounds) / s
+func newRunReport(cfg config, r *runResult) runReport {
+	rr := runReport{
+		Pool:         r.pool,
+		Elapsed:      duration(r.elapsed),
+		Interrupted:  r.interrupted,
+		Rounds:       r.rounds,
+		RoundsPerSec: perSec(int64(r.rounds), r.elapsed),
+		Acquire:      summarize(r.acquire),
+		Release:      summarize(r.release),
+		Leftover:     r.leftover,
+		Unfinished:   r.unfinished,
+		LongestWait:  duration(r.longestWait),
+		Errors:       []errorReport{},
 	}
-	fmt.Fprintf(w, "\nrounds    %d lock+unlock (%.0f/s)\n", res.rounds, rate)
-	if res.connsKnown {
-		fmt.Fprintf(w, "conns     %d dialled while measuring, %d open at the end (all nodes)\n", res.dials, res.connsOpen)
+	if r.rounds > 0 {
+		rr.AllocsPerRound = math.Round(float64(r.mallocs)/float64(r.rounds)*10) / 10
 	}
-	if res.leftover > 0 {
-		fmt.Fprintf(w, "leftover  %d lock keys still on the nodes after every Unlock returned and the client closed (they expire with the TTL)\n", res.leftover)
+	if r.waitErr != nil {
+		rr.WaitError = oneLine(r.waitErr.Error())
 	}
-	if res.unfinished > 0 {
-		fmt.Fprintf(w, "cut short %d Lock calls in progress when the run ended; the longest had waited %s",
-			res.unfinished, formatDuration(res.longestWait))
-		if res.longestWait > cfg.nodeTimeout {
-			// Longer than one round: show why it had not acquired.
-			fmt.Fprintf(w, ": %s", oneLine(res.waitErr.Error()))
+	if r.connsKnown {
+		rr.ConnsDialled, rr.ConnsOpen = &r.dials, &r.connsOpen
+	}
+	for _, e := range r.errors {
+		rr.Errors = append(rr.Errors, errorReport{Kind: e.kind, Count: e.count, First: oneLine(e.first)})
+	}
+	if r.floor != nil {
+		f := &floorReport{Latency: summarize(r.floor)}
+		f.LockP50Ratio = ratio(float64(rr.Acquire.P50), float64(f.Latency.P50))
+		if r.floorErr != nil {
+			f.Error = oneLine(r.floorErr.Error())
 		}
-		fmt.Fprintln(w)
+		rr.Floor = f
 	}
-	if len(res.errors) == 0 {
-		fmt.Fprintln(w, "errors    none")
-		return
+	if cfg.mode == modeContended {
+		c := &contendedReport{
+			Acquisitions: r.acquire.count(),
+			PerSec:       perSec(r.acquire.count(), r.elapsed),
+			Handoff:      summarize(r.handoff),
+			Reacquired:   r.reacquired,
+		}
+		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000
+		rr.Contended = c
 	}
-	total := 0
-	for _, e := range res.errors {
-		total += e.count
+	if f := r.fault; f != nil {
+		fr := &faultReport{
+			Kind:     f.kind,
+			Node:     f.node,
+			Addr:     r.faultAddr,
+			At:       duration(f.after),
+			Happened: r.injected,
+			Before:   summarize(r.before),
+			After:    summarize(r.after),
+		}
+		if r.faultErr != nil {
+			fr.Error = oneLine(r.faultErr.Error())
+		}
+		fr.P99Ratio = ratio(float64(fr.After.P99), float64(fr.Before.P99))
+		rr.Fault = fr
 	}
-	fmt.Fprintf(w, "errors    %d\n", total)
-	for _, e := range res.errors {
-		fmt.Fprintf(w, "  %6d  %s\n          first: %s\n", e.count, e.kind, oneLine(e.first))
-	}
+	return rr
 }
 
-// formatLatency returns the quantile of the sorted latencies, or "-" when
-// there are none.
-func formatLatency(sorted []time.Duration, perMille int) string {
-	if len(sorted) == 0 {
-		return "-"
-	}
-	return formatDuration(percentile(sorted, perMille))
+// sortErrors puts the most frequent kinds first.
+func sortErrors(errs []*errorKind) {
+	slices.SortFunc(errs, func(a, b *errorKind) int {
+		if a.count != b.count {
+			return b.count - a.count
+		}
+		return strings.Compare(a.kind, b.kind)
+	})
 }
 
-// percentile returns the nearest-rank quantile of the sorted, non-empty
-// values: the smallest value with at least perMille/1000 of them at or
-// below it.
-func percentile(sorted []time.Duration, perMille int) time.Duration {
-	rank := (perMille*len(sorted) + 999) / 1000 // ceil, 1-based
-	return sorted[max(1, min(rank, len(sorted)))-1]
+// ratio returns a/b rounded to 3 decimals, or 0 when either is not
+// positive.
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return math.Round(a/b*1000) / 1000
 }
 
-// formatDuration prints microseconds below 1ms, and three significant
-// digits above.
-func formatDuration(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d.Microseconds())
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	case d < 100*time.Millisecond:
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.2fs", d.Seconds())
+// perSec returns n per second of d.
+func perSec(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
 	}
+	return math.Round(float64(n)/d.Seconds()*10) / 10
+}
+
+// writeJSON prints the report as one indented JSON object.
+func writeJSON(w io.Writer, rep *report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
 // oneLine keeps a multi-line error message on one line.

@@ -2,31 +2,29 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"sync"
+	"runtime"
 	"time"
 
-	"github.com/quorumlock/redlock/pool"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/quorumlock/redlock/redlock"
 )
 
-const (
-	// warmupMax bounds the unmeasured first round of the workers.
-	warmupMax = time.Second
-	// errorPause is how long a worker waits after an error that Lock did
-	// not retry by itself, so that a persistent error cannot spin.
-	errorPause = 10 * time.Millisecond
-)
+// warmupMax bounds the unmeasured first round of the workers.
+const warmupMax = time.Second
 
-// run starts or connects to the nodes, measures for cfg.duration (less if
-// ctx ends first) and writes the report to stdout. It stops the nodes it
-// started before it returns, whatever happens.
+// run starts or connects to the nodes, measures the mode once per pool
+// kind for cfg.duration each (less if ctx ends first) and writes the
+// report to stdout. It stops the nodes it started before it returns,
+// whatever happens.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
 	ns, err := startNodes(cfg, stderr)
 	if err != nil {
 		return err
@@ -36,41 +34,126 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 			err = errors.Join(err, fmt.Errorf("stopping nodes: %w", serr))
 		}
 	}()
-
-	pools := make([]pool.Pool, 0, len(ns.addrs))
-	defer func() {
-		for _, p := range pools {
-			p.Close()
+	if f := cfg.fault(); f != nil && f.kind == faultPause {
+		if _, ok := ns.local[f.node].(miniNode); ok {
+			return fmt.Errorf("-pause-node: %w", errNoPause)
 		}
-	}()
-	for _, addr := range ns.addrs {
-		p, err := pool.New(addr)
-		if err != nil {
-			return err
-		}
-		pools = append(pools, p)
 	}
+
+	kinds := cfg.poolKinds()
+	prog := startProgress(stderr, time.Duration(len(kinds))*cfg.duration)
+	var runs []*runResult
+	for i, kind := range kinds {
+		if i > 0 && ctx.Err() != nil {
+			break // interrupted: report what was measured
+		}
+		r, err := runKind(ctx, cfg, ns, kind, i < len(kinds)-1, stderr)
+		if err != nil {
+			prog.finish()
+			return fmt.Errorf("pool %s: %w", kind, err)
+		}
+		runs = append(runs, r)
+	}
+	prog.finish()
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "redlock-bench: interrupted: reporting what was measured so far")
+	}
+
+	rep := newReport(cfg, ns, runs)
+	if cfg.json {
+		err = writeJSON(stdout, rep)
+	} else {
+		writeReport(stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.plot != "" {
+		if err := writePlot(cfg.plot, rep, runs); err != nil {
+			return fmt.Errorf("-plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// runResult is what one run, on one pool kind, measured. Histograms are
+// merged from all workers.
+type runResult struct {
+	pool          string
+	quorum        int
+	elapsed       time.Duration
+	interrupted   bool // ctx ended before cfg.duration
+	acquire       *hist
+	release       *hist
+	before, after *hist // acquire latency around the fault; nil without one
+	handoff       *hist // contended mode only
+	floor         *hist // nil when not measured
+	floorErr      error // what stopped the floor, if anything
+	fault         *fault
+	faultAddr     string
+	injected      bool  // the fault happened
+	faultErr      error // breaking or healing the node failed
+	rounds        int   // lock+unlock rounds with no error
+	reacquired    int   // contended mode: acquisitions by the worker that released last
+	unfinished    int   // Lock calls cut short by the end of the run
+	longestWait   time.Duration
+	waitErr       error
+	errors        []*errorKind
+	connsKnown    bool   // the nodes answered the connection counts below
+	dials         int64  // connections the nodes accepted while measuring
+	connsOpen     int64  // connections open to the nodes at the end
+	leftover      int    // lock keys still on the nodes after the client closed
+	mallocs       uint64 // heap allocations of the whole process while measuring
+}
+
+// runKind measures the mode once on pools of the given kind. more says
+// that another run follows on the same nodes, so that a killed node must
+// be restarted.
+func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool, stderr io.Writer) (*runResult, error) {
+	pools, err := newPools(kind, ns.addrs, cfg.workers)
+	if err != nil {
+		return nil, err
+	}
+	defer closePools(pools)
 	client, err := redlock.New(pools, redlock.WithNodeTimeout(cfg.nodeTimeout))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Runs before the pools close: Close waits for the client's
-	// background commands. (It is also closed before the report.)
+	// background commands. (It is also closed before counting leftovers.)
 	defer client.Close()
 
-	prefix, keys, err := workerKeys(cfg)
+	prefix, keys, err := workerKeys(cfg, kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := warmUp(ctx, client, cfg, keys); err != nil {
-		return err
+		return nil, err
 	}
+	var fl *floor
+	if cfg.mode == modeLatency || cfg.floor {
+		if fl, err = dialFloor(ns.addrs, prefix+"floor", cfg.ttl, cfg.nodeTimeout); err != nil {
+			// Not fatal: the floor needs every node, redlock only a quorum.
+			fmt.Fprintf(stderr, "redlock-bench: warning: no floor measurement: %v\n", err)
+		} else {
+			defer fl.close()
+		}
+	}
+
 	before, okBefore := queryConnStats(ns.addrs)
-	res := measure(ctx, client, cfg, keys)
+	res := measure(ctx, client, cfg, ns, keys, fl, more)
+	res.pool, res.quorum = kind, client.Quorum()
 	after, okAfter := queryConnStats(ns.addrs)
 	if res.connsKnown = okBefore && okAfter; res.connsKnown {
-		res.dials = after.received - before.received
+		// Less the connection of the first query itself.
+		res.dials = after.received - before.received - int64(len(ns.addrs))
 		res.connsOpen = after.connected
+	}
+	if fl != nil {
+		if cfg.mode != modeLatency && fl.err == nil {
+			fl.phase(ctx, min(cfg.duration/4, floorPhaseMax))
+		}
+		res.floor, res.floorErr = fl.hist, fl.err
 	}
 	// Wait for the commands the client still runs in the background, then
 	// look for lock keys that outlived their Unlock.
@@ -80,25 +163,21 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 			res.leftover = n
 		}
 	}
-	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "redlock-bench: interrupted: reporting what was measured so far")
-	}
-	writeReport(stdout, cfg, ns, client.Quorum(), res)
-	return nil
+	return res, nil
 }
 
 // workerKeys returns each worker's lock key and their common prefix. A
 // random run id keeps runs against shared nodes (-addrs) from contending
-// with each other.
-func workerKeys(cfg config) (prefix string, keys []string, err error) {
-	id := make([]byte, 6)
-	if _, err := rand.Read(id); err != nil {
+// with each other; the pool kind keeps the runs of -pool both apart.
+func workerKeys(cfg config, kind string) (prefix string, keys []string, err error) {
+	id, err := randomHex(6)
+	if err != nil {
 		return "", nil, err
 	}
-	prefix = "redlock-bench:" + hex.EncodeToString(id) + ":"
+	prefix = "redlock-bench:" + id + ":" + kind + ":"
 	keys = make([]string, cfg.workers)
 	for i := range keys {
-		if cfg.keys == keysOne {
+		if cfg.mode == modeContended {
 			keys[i] = prefix + "shared"
 		} else {
 			keys[i] = fmt.Sprintf("%sw%d", prefix, i)
@@ -114,147 +193,104 @@ func workerKeys(cfg config) (prefix string, keys []string, err error) {
 func warmUp(ctx context.Context, c *redlock.Client, cfg config, keys []string) error {
 	ctx, cancel := context.WithTimeout(ctx, min(warmupMax, cfg.duration))
 	defer cancel()
-	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
-	for i, key := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var g errgroup.Group
+	for _, key := range keys {
+		g.Go(func() error {
 			l, err := c.Lock(ctx, key, cfg.ttl)
 			if err != nil {
 				var qe *redlock.QuorumError
-				if !errors.As(err, &qe) {
-					errs[i] = err
+				if errors.As(err, &qe) {
+					return nil // a lock error, not a setup error: measured later
 				}
-				return
+				return err
 			}
 			_ = l.Unlock(context.WithoutCancel(ctx))
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
-// result is what a measurement found. Latency slices are sorted.
-type result struct {
-	elapsed     time.Duration
-	interrupted bool // ctx ended before cfg.duration
-	acquire     []time.Duration
-	release     []time.Duration
-	rounds      int           // lock+unlock rounds with no error
-	unfinished  int           // Lock calls cut short by the end of the run
-	longestWait time.Duration // how long the longest of them had waited
-	waitErr     error         // and its error
-	errors      []*errorKind
-	connsKnown  bool  // the nodes answered the connection counts below
-	dials       int64 // connections the nodes accepted while measuring
-	connsOpen   int64 // connections open to the nodes at the end
-	leftover    int   // lock keys still on the nodes after the client closed
-}
-
-// errorKind counts the errors of one kind.
-type errorKind struct {
-	kind  string
-	count int
-	first string // the first error's text
-}
-
-// stats is one worker's record; only that worker touches it.
-type stats struct {
-	acquire, release []time.Duration
-	rounds           int
-	unfinished       int
-	longestWait      time.Duration
-	waitErr          error
-	errs             map[string]*errorKind
-}
-
-func (s *stats) addErr(op string, err error) {
-	kind := errKind(op, err)
-	if e, ok := s.errs[kind]; ok {
-		e.count++
-		return
+// measure runs the workers, and the fault if any, for cfg.duration or
+// until ctx ends. It heals the fault before it returns.
+func measure(ctx context.Context, c *redlock.Client, cfg config, ns *nodes, keys []string, fl *floor, more bool) *runResult {
+	f := cfg.fault()
+	workers := make([]*worker, len(keys))
+	for i, key := range keys {
+		workers[i] = &worker{
+			id:     int64(i),
+			client: c,
+			key:    key,
+			ttl:    cfg.ttl,
+			hold:   cfg.hold,
+			rec:    newRecorder(f != nil, cfg.mode == modeContended),
+		}
 	}
-	s.errs[kind] = &errorKind{kind: kind, count: 1, first: err.Error()}
-}
+	if cfg.mode == modeLatency {
+		workers[0].floor = fl
+	}
 
-// measure runs the workers for cfg.duration or until ctx ends.
-func measure(ctx context.Context, c *redlock.Client, cfg config, keys []string) *result {
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	mallocs := mem.Mallocs
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
-	all := make([]*stats, len(keys))
-	var wg sync.WaitGroup
 	start := time.Now()
-	for i, key := range keys {
-		all[i] = &stats{errs: map[string]*errorKind{}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(runCtx, c, key, cfg.ttl, all[i])
-		}()
+	var clock *faultClock
+	if f != nil {
+		clock = newFaultClock(start)
 	}
-	wg.Wait()
-	res := &result{elapsed: time.Since(start), interrupted: ctx.Err() != nil}
-	return merge(res, all)
-}
+	var ho *handoff
+	if cfg.mode == modeContended {
+		ho = &handoff{start: start}
+	}
+	var g errgroup.Group
+	for _, w := range workers {
+		w.fault, w.handoff = clock, ho
+		g.Go(func() error {
+			w.loop(runCtx)
+			return nil
+		})
+	}
+	res := &runResult{fault: f}
+	if f != nil {
+		res.faultAddr = ns.addrs[f.node]
+		g.Go(func() error {
+			res.injected, res.faultErr = f.inject(runCtx, ns.local[f.node], clock)
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return no error: they count them
+	res.elapsed, res.interrupted = time.Since(start), ctx.Err() != nil
+	runtime.ReadMemStats(&mem)
+	res.mallocs = mem.Mallocs - mallocs
 
-// work is one worker's loop: Lock (retrying until acquired or ctx ends),
-// then Unlock, until ctx ends.
-func work(ctx context.Context, c *redlock.Client, key string, ttl time.Duration, s *stats) {
-	for ctx.Err() == nil {
-		t0 := time.Now()
-		l, err := c.Lock(ctx, key, ttl)
-		took := time.Since(t0)
-		if err != nil {
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				// The run ended while waiting: not an error of the lock.
-				s.unfinished++
-				if s.waitErr == nil || took > s.longestWait {
-					s.longestWait, s.waitErr = took, err
-				}
-				return
-			}
-			s.addErr("acquire", err)
-			sleep(ctx, errorPause)
-			continue
+	if res.injected {
+		if err := f.heal(ns.local[f.node], more); err != nil {
+			res.faultErr = errors.Join(res.faultErr, fmt.Errorf("healing node %d: %w", f.node, err))
 		}
-		s.acquire = append(s.acquire, took)
-
-		// A lock that was taken is always released, even after the run
-		// ended: Unlock's own node timeout bounds it.
-		t0 = time.Now()
-		err = l.Unlock(context.WithoutCancel(ctx))
-		s.release = append(s.release, time.Since(t0))
-		if err != nil {
-			s.addErr("release", err)
-			continue
-		}
-		s.rounds++
 	}
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	return merge(res, workers)
 }
 
 // merge adds the workers' records to res.
-func merge(res *result, all []*stats) *result {
+func merge(res *runResult, workers []*worker) *runResult {
+	res.acquire, res.release = newHist(), newHist()
 	kinds := map[string]*errorKind{}
-	for _, s := range all {
-		res.acquire = append(res.acquire, s.acquire...)
-		res.release = append(res.release, s.release...)
-		res.rounds += s.rounds
-		res.unfinished += s.unfinished
-		if s.waitErr != nil && (res.waitErr == nil || s.longestWait > res.longestWait) {
-			res.longestWait, res.waitErr = s.longestWait, s.waitErr
+	for _, w := range workers {
+		r := w.rec
+		res.acquire.merge(r.acquire)
+		res.release.merge(r.release)
+		res.before = mergeInto(res.before, r.before)
+		res.after = mergeInto(res.after, r.after)
+		res.handoff = mergeInto(res.handoff, r.handoff)
+		res.rounds += r.rounds
+		res.reacquired += r.reacquired
+		res.unfinished += r.unfinished
+		if r.waitErr != nil && (res.waitErr == nil || r.longestWait > res.longestWait) {
+			res.longestWait, res.waitErr = r.longestWait, r.waitErr
 		}
-		for k, e := range s.errs {
+		for k, e := range r.errs {
 			if m, ok := kinds[k]; ok {
 				m.count += e.count
 				continue
@@ -263,39 +299,19 @@ func merge(res *result, all []*stats) *result {
 			res.errors = append(res.errors, e)
 		}
 	}
-	slices.Sort(res.acquire)
-	slices.Sort(res.release)
-	slices.SortFunc(res.errors, func(a, b *errorKind) int {
-		if a.count != b.count {
-			return b.count - a.count
-		}
-		if a.kind < b.kind {
-			return -1
-		}
-		return 1
-	})
+	sortErrors(res.errors)
 	return res
 }
 
-// errKind names the kind of an error from Lock ("acquire") or Unlock
-// ("release").
-func errKind(op string, err error) string {
-	var qe *redlock.QuorumError
-	switch {
-	case errors.Is(err, redlock.ErrClosed):
-		return op + ": client closed"
-	case !errors.As(err, &qe):
-		return op + ": other"
-	case qe.Count(redlock.NodeRefused) > len(qe.Nodes)-qe.Quorum:
-		if op == "acquire" {
-			return op + ": held by another owner"
-		}
-		return op + ": not held any more (expired or taken)"
-	case qe.Count(redlock.NodeOK) >= qe.Quorum:
-		return op + ": too little validity left"
-	case qe.Count(redlock.NodeFailed) > 0:
-		return op + ": node errors"
-	default:
-		return op + ": nodes did not reply within the node timeout"
+// mergeInto adds from to into, making into when it is nil; it returns
+// into, or nil when both are nil.
+func mergeInto(into, from *hist) *hist {
+	if from == nil {
+		return into
 	}
+	if into == nil {
+		into = newHist()
+	}
+	into.merge(from)
+	return into
 }

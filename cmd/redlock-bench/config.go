@@ -1,0 +1,268 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Values of -mode.
+const (
+	modeLatency    = "latency"    // 1 worker, its own key, with the floor
+	modeThroughput = "throughput" // many workers, a key each
+	modeContended  = "contended"  // many workers, one key, held for -hold
+)
+
+// Values of -pool.
+const (
+	poolPipelined = "pipelined" // pool.New
+	poolPlain     = "plain"     // pool.FromRedigo on a redigo *redis.Pool
+	poolBoth      = "both"      // one run with each
+)
+
+// Values of the hidden -backend flag, which picks what serves the nodes
+// when -addrs is not given. It exists so that tests can force the fallback.
+const (
+	backendAuto      = "auto"         // redis-server if installed, else miniredis
+	backendRedis     = "redis-server" // redis-server, or fail
+	backendMiniredis = "miniredis"    // in-process servers
+)
+
+const (
+	// defaultNodes is how many nodes the tool starts itself.
+	defaultNodes = 5
+	// defaultContendedHold is -hold in contended mode when not given.
+	defaultContendedHold = 10 * time.Millisecond
+	// byMode marks a setting whose default depends on the mode; see
+	// config.withDefaults.
+	byMode = -1
+	// noNode marks -pause-node and -kill-node as not given.
+	noNode = -1
+)
+
+// config is what the flags ask for.
+type config struct {
+	mode        string        // modeLatency, modeThroughput or modeContended
+	pool        string        // poolPipelined, poolPlain or poolBoth
+	addrs       []string      // existing nodes; empty: start nodes
+	nodes       int           // how many nodes to start without addrs
+	duration    time.Duration // how long to measure, per pool kind
+	workers     int           // concurrent workers; 0: by mode
+	ttl         time.Duration // lock TTL
+	hold        time.Duration // how long a worker holds each lock; byMode: by mode
+	nodeTimeout time.Duration // redlock node timeout
+	floor       bool          // measure the floor in every mode, not only latency
+	pauseNode   int           // node to SIGSTOP, or noNode
+	killNode    int           // node to SIGKILL, or noNode
+	faultAfter  time.Duration // when to break it; 0: duration/3
+	json        bool          // JSON on stdout instead of the table
+	plot        string        // file for the latency picture; "" for none
+	backend     string        // backendAuto, backendRedis or backendMiniredis
+}
+
+func defaultConfig() config {
+	return config{
+		mode:        modeLatency,
+		pool:        poolPipelined,
+		nodes:       defaultNodes,
+		duration:    3 * time.Second,
+		ttl:         10 * time.Second,
+		hold:        byMode,
+		nodeTimeout: redlock.DefaultNodeTimeout,
+		pauseNode:   noNode,
+		killNode:    noNode,
+		backend:     backendAuto,
+	}
+}
+
+// withDefaults fills in the settings whose default depends on others.
+func (c config) withDefaults() config {
+	if c.workers == 0 {
+		switch c.mode {
+		case modeThroughput:
+			c.workers = 32
+		case modeContended:
+			c.workers = 8
+		default:
+			c.workers = 1
+		}
+	}
+	if c.hold == byMode {
+		c.hold = 0
+		if c.mode == modeContended {
+			c.hold = defaultContendedHold
+		}
+	}
+	if c.faultAfter == 0 {
+		c.faultAfter = c.duration / 3
+	}
+	return c
+}
+
+// poolKinds lists the pool kinds to run, in order.
+func (c config) poolKinds() []string {
+	if c.pool == poolBoth {
+		return []string{poolPipelined, poolPlain}
+	}
+	return []string{c.pool}
+}
+
+// nodeCount is how many nodes the run uses.
+func (c config) nodeCount() int {
+	if len(c.addrs) > 0 {
+		return len(c.addrs)
+	}
+	return c.nodes
+}
+
+// parseFlags reads the command line. Usage and errors go to stderr; -h
+// returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var addrs string
+	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\" or \"contended\"")
+	fs.StringVar(&cfg.pool, "pool", cfg.pool, "client pool: \"pipelined\" (pool.New), \"plain\" (a redigo pool per node) or \"both\"")
+	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
+	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
+	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long to measure, per pool kind")
+	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended)")
+	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "lock TTL")
+	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended, 0 otherwise)", durationSetter(&cfg.hold))
+	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
+	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
+	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
+	fs.IntVar(&cfg.killNode, "kill-node", noNode, "kill (SIGKILL) node `i` (from 0) after -fault-after; only nodes the tool started")
+	fs.Func("fault-after", "break the node this `duration` after measuring starts (default -duration/3)", durationSetter(&cfg.faultAfter))
+	fs.BoolVar(&cfg.json, "json", false, "print the report as JSON on stdout instead of the table")
+	fs.StringVar(&cfg.plot, "plot", "", "write the acquire latency distribution to `file` (.svg or .png)")
+	fs.StringVar(&cfg.backend, "backend", cfg.backend, "") // hidden: see backendAuto
+	fs.Usage = func() { usage(fs, defaultNodes) }
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["addrs"] && set["nodes"] {
+		return cfg, errors.New("-nodes cannot be combined with -addrs: the nodes given are used")
+	}
+	if set["addrs"] {
+		for _, a := range strings.Split(addrs, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				cfg.addrs = append(cfg.addrs, a)
+			}
+		}
+		if len(cfg.addrs) == 0 {
+			return cfg, errors.New("-addrs lists no address")
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+// durationSetter parses a flag's duration into d.
+func durationSetter(d *time.Duration) func(string) error {
+	return func(s string) error {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = v
+		return nil
+	}
+}
+
+// usage prints the help text, without the hidden -backend flag.
+func usage(fs *flag.FlagSet, nodes int) {
+	fmt.Fprintf(fs.Output(), "Usage: redlock-bench [flags]\n\n"+
+		"Starts %d local redis-server nodes (or uses -addrs), takes and releases\n"+
+		"locks for -duration and prints latency percentiles and rounds/s.\n\nFlags:\n", nodes)
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "backend" {
+			return
+		}
+		name, text := flag.UnquoteUsage(f)
+		fmt.Fprintf(fs.Output(), "  -%s %s\n    \t%s", f.Name, name, text)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "-1" {
+			fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(fs.Output())
+	})
+}
+
+// validate reports settings that cannot work. It takes the config before
+// withDefaults.
+func (c config) validate() error {
+	d := c.withDefaults()
+	switch {
+	case c.mode != modeLatency && c.mode != modeThroughput && c.mode != modeContended:
+		return fmt.Errorf("-mode %q: want %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended)
+	case c.pool != poolPipelined && c.pool != poolPlain && c.pool != poolBoth:
+		return fmt.Errorf("-pool %q: want %q, %q or %q", c.pool, poolPipelined, poolPlain, poolBoth)
+	case c.nodes < 1:
+		return fmt.Errorf("-nodes %d must be at least 1", c.nodes)
+	case c.duration <= 0:
+		return fmt.Errorf("-duration %v must be positive", c.duration)
+	case c.workers < 0:
+		return fmt.Errorf("-workers %d must be at least 1", c.workers)
+	case c.mode == modeLatency && d.workers != 1:
+		return fmt.Errorf("-mode latency uses 1 worker (got -workers %d); use -mode throughput for more", d.workers)
+	case c.ttl <= 0:
+		return fmt.Errorf("-ttl %v must be positive", c.ttl)
+	case c.hold < 0 && c.hold != byMode:
+		return fmt.Errorf("-hold %v must not be negative", c.hold)
+	case d.hold >= c.ttl:
+		return fmt.Errorf("-hold %v must be shorter than -ttl %v, or the locks expire while held", d.hold, c.ttl)
+	case c.nodeTimeout <= 0:
+		return fmt.Errorf("-node-timeout %v must be positive", c.nodeTimeout)
+	case c.faultAfter < 0:
+		return fmt.Errorf("-fault-after %v must not be negative", c.faultAfter)
+	}
+	if err := c.validateFault(); err != nil {
+		return err
+	}
+	if ext := strings.ToLower(filepath.Ext(c.plot)); c.plot != "" && ext != ".svg" && ext != ".png" {
+		return fmt.Errorf("-plot %q: the file name must end in .svg or .png", c.plot)
+	}
+	switch c.backend {
+	case backendAuto:
+	case backendRedis, backendMiniredis:
+		if len(c.addrs) > 0 {
+			return fmt.Errorf("-backend %s cannot be combined with -addrs", c.backend)
+		}
+	default:
+		return fmt.Errorf("-backend %q: want %q, %q or %q", c.backend, backendAuto, backendRedis, backendMiniredis)
+	}
+	return nil
+}
+
+// validateFault checks -pause-node, -kill-node and -fault-after.
+func (c config) validateFault() error {
+	f := c.fault()
+	if f == nil {
+		if c.faultAfter != 0 {
+			return errors.New("-fault-after needs -pause-node or -kill-node")
+		}
+		return nil
+	}
+	switch {
+	case c.pauseNode != noNode && c.killNode != noNode:
+		return errors.New("-pause-node and -kill-node cannot be combined: break one node per run")
+	case len(c.addrs) > 0:
+		return fmt.Errorf("-%s-node breaks only nodes the tool starts; it never touches nodes given with -addrs", f.kind)
+	case f.node < 0 || f.node >= c.nodeCount():
+		return fmt.Errorf("-%s-node %d: want a node from 0 to %d", f.kind, f.node, c.nodeCount()-1)
+	case c.withDefaults().faultAfter >= c.duration:
+		return fmt.Errorf("-fault-after %v must be shorter than -duration %v", c.faultAfter, c.duration)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Kinds of fault.
+const (
+	faultPause = "pause" // SIGSTOP, later SIGCONT
+	faultKill  = "kill"  // SIGKILL, later a restart (between runs) or nothing
+)
+
+// fault is a node the run breaks on purpose, and when.
+type fault struct {
+	kind  string        // faultPause or faultKill
+	node  int           // index into the nodes
+	after time.Duration // from the start of measuring
+}
+
+// fault returns the fault the flags ask for, or nil.
+func (c config) fault() *fault {
+	switch {
+	case c.pauseNode != noNode:
+		return &fault{kind: faultPause, node: c.pauseNode, after: c.withDefaults().faultAfter}
+	case c.killNode != noNode:
+		return &fault{kind: faultKill, node: c.killNode, after: c.withDefaults().faultAfter}
+	}
+	return nil
+}
+
+// verb is the fault in the past tense, for the report.
+func (f *fault) verb() string {
+	if f.kind == faultPause {
+		return "paused"
+	}
+	return "killed"
+}
+
+// faultClock tells the workers whether the fault has begun. It holds the
+// time since the start of measuring at which it began, or MaxInt64 while
+// it has not.
+type faultClock struct {
+	start time.Time
+	at    atomic.Int64
+}
+
+func newFaultClock(start time.Time) *faultClock {
+	c := &faultClock{start: start}
+	c.at.Store(math.MaxInt64)
+	return c
+}
+
+// begun reports whether the fault had begun at t.
+func (c *faultClock) begun(t time.Time) bool {
+	return int64(t.Sub(c.start)) >= c.at.Load()
+}
+
+// inject waits until f.after into the measurement, then breaks the node.
+// It returns at once, doing nothing, when ctx ends first. The fault is
+// marked as begun just before the signal, so that no sample that could
+// have seen it counts as "before".
+func (f *fault) inject(ctx context.Context, n localNode, clock *faultClock) (injected bool, err error) {
+	wait := f.after - time.Since(clock.start)
+	if !sleep(ctx, wait) {
+		return false, nil
+	}
+	clock.at.Store(int64(time.Since(clock.start)))
+	if f.kind == faultPause {
+		err = n.Pause()
+	} else {
+		err = n.Kill()
+	}
+	if err != nil {
+		return true, fmt.Errorf("%s node %d: %w", f.kind, f.node, err)
+	}
+	return true, nil
+}
+
+// heal undoes the fault: it resumes a paused node, and restarts a killed
+// one when restart is set (another run follows on the same nodes).
+func (f *fault) heal(n localNode, restart bool) error {
+	if f.kind == faultPause {
+		return n.Resume()
+	}
+	if restart {
+		return n.Restart()
+	}
+	return nil
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

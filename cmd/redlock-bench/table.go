@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// poolDescriptions say what each pool kind is, for the table.
+var poolDescriptions = map[string]string{
+	poolPipelined: "pool.New: callers' commands pipelined on one connection per node",
+	poolPlain:     "pool.FromRedigo on a redigo *redis.Pool: one connection per call",
+}
+
+// writeReport prints the report as a table for people.
+func writeReport(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "backend   %s\n", rep.Backend)
+	fmt.Fprintf(w, "nodes     %d (quorum %d), node timeout %v\n", rep.Nodes, rep.Quorum, time.Duration(rep.NodeTimeout))
+	fmt.Fprintf(w, "mode      %s: %s, keys %s, ttl %v, hold %v\n",
+		rep.Mode, plural(rep.Workers, "worker"), rep.Keys, time.Duration(rep.TTL), time.Duration(rep.Hold))
+	d := fmt.Sprintf("%v per pool kind", time.Duration(rep.Duration))
+	if rep.Interrupted {
+		d += ", interrupted"
+	}
+	fmt.Fprintf(w, "duration  %s\n", d)
+	for _, r := range rep.Runs {
+		fmt.Fprintln(w)
+		writeRun(w, rep, r)
+	}
+	if rep.Ratio != nil {
+		fmt.Fprintf(w, "\nratio     pipelined/plain: rounds/s %s, acquire p50 %s\n",
+			formatRatio(rep.Ratio.RoundsPerSec), formatRatio(rep.Ratio.AcquireP50))
+	}
+}
+
+// writeRun prints one pool kind's results.
+func writeRun(w io.Writer, rep *report, r runReport) {
+	measured := fmt.Sprintf("%.3fs measured", time.Duration(r.Elapsed).Seconds())
+	if r.Interrupted {
+		measured += ", interrupted"
+	}
+	fmt.Fprintf(w, "pool      %s, %s (%s)\n\n", r.Pool, measured, poolDescriptions[r.Pool])
+	writeLatencies(w, r)
+
+	fmt.Fprintf(w, "\nrounds    %d lock+unlock (%.0f/s)\n", r.Rounds, r.RoundsPerSec)
+	if r.Rounds > 0 {
+		fmt.Fprintf(w, "allocs    %.1f per round (heap allocations of the whole process while measuring ÷ rounds)\n", r.AllocsPerRound)
+	}
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(w, "floor     lock p50 / floor p50 = %s (floor: SET NX PX written to all %d nodes before reading any reply, one raw connection per node)\n",
+			formatRatio(f.LockP50Ratio), rep.Nodes)
+		if f.Error != "" {
+			fmt.Fprintf(w, "          floor stopped early: %s\n", f.Error)
+		}
+	}
+	if c := r.Contended; c != nil {
+		eff := "- (no hold)"
+		if rep.Hold > 0 {
+			eff = fmt.Sprintf("%.2f", c.Efficiency)
+		}
+		fmt.Fprintf(w, "contended %d acquisitions (%.1f/s), efficiency %s (acquisitions/s × hold %v)\n",
+			c.Acquisitions, c.PerSec, eff, time.Duration(rep.Hold))
+		fmt.Fprintf(w, "          wait (acquire row) p99 %s, max %s; hand-off p50 %s, p99 %s; %d of %d went back to the worker that had just released\n",
+			formatSummary(r.Acquire, r.Acquire.P99), formatSummary(r.Acquire, r.Acquire.Max),
+			formatSummary(c.Handoff, c.Handoff.P50), formatSummary(c.Handoff, c.Handoff.P99),
+			c.Reacquired, c.Acquisitions)
+	}
+	if f := r.Fault; f != nil {
+		writeFault(w, f)
+	}
+	if r.ConnsDialled != nil {
+		floor := ""
+		if r.Floor != nil {
+			floor = ", the floor's included"
+		}
+		fmt.Fprintf(w, "conns     %d dialled while measuring, %d open at the end (all nodes%s)\n", *r.ConnsDialled, *r.ConnsOpen, floor)
+	}
+	if r.Leftover > 0 {
+		fmt.Fprintf(w, "leftover  %d lock keys still on the nodes after every Unlock returned and the client closed (they expire with the TTL)\n", r.Leftover)
+	}
+	if r.Unfinished > 0 {
+		fmt.Fprintf(w, "cut short %d Lock calls in progress when the run ended; the longest had waited %s",
+			r.Unfinished, formatDuration(time.Duration(r.LongestWait)))
+		if r.LongestWait > rep.NodeTimeout {
+			// Longer than one round: show why it had not acquired.
+			fmt.Fprintf(w, ": %s", r.WaitError)
+		}
+		fmt.Fprintln(w)
+	}
+	writeErrors(w, r.Errors)
+}
+
+// latencyRow is one row of the latency table.
+type latencyRow struct {
+	name string
+	s    summary
+}
+
+// writeLatencies prints the latency table of a run.
+func writeLatencies(w io.Writer, r runReport) {
+	rows := []latencyRow{{"acquire", r.Acquire}, {"release", r.Release}}
+	if r.Floor != nil {
+		rows = append(rows, latencyRow{"floor", r.Floor.Latency})
+	}
+	if r.Contended != nil {
+		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff})
+	}
+	if r.Fault != nil {
+		rows = append(rows, latencyRow{"before", r.Fault.Before}, latencyRow{"after", r.Fault.After})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency\tcount\tp50\tp90\tp99\tmax\t")
+	for _, row := range rows {
+		s := row.s
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", row.name, s.Count,
+			formatSummary(s, s.P50), formatSummary(s, s.P90), formatSummary(s, s.P99), formatSummary(s, s.Max))
+	}
+	tw.Flush()
+}
+
+// writeFault prints what a fault did.
+func writeFault(w io.Writer, f *faultReport) {
+	verb := (&fault{kind: f.Kind}).verb()
+	if !f.Happened {
+		fmt.Fprintf(w, "fault     node %d (%s) was to be %s %s into the run, but the run ended first\n",
+			f.Node, f.Addr, verb, formatDuration(time.Duration(f.At)))
+	} else {
+		fmt.Fprintf(w, "fault     node %d (%s) %s %s into the run: acquire p99 after/before = %s (before %s, after %s)\n",
+			f.Node, f.Addr, verb, formatDuration(time.Duration(f.At)), formatRatio(f.P99Ratio),
+			formatSummary(f.Before, f.Before.P99), formatSummary(f.After, f.After.P99))
+	}
+	if f.Error != "" {
+		fmt.Fprintf(w, "          fault error: %s\n", f.Error)
+	}
+}
+
+// writeErrors prints the errors by kind.
+func writeErrors(w io.Writer, errs []errorReport) {
+	if len(errs) == 0 {
+		fmt.Fprintln(w, "errors    none")
+		return
+	}
+	total := 0
+	for _, e := range errs {
+		total += e.Count
+	}
+	fmt.Fprintf(w, "errors    %d\n", total)
+	for _, e := range errs {
+		fmt.Fprintf(w, "  %6d  %s\n          first: %s\n", e.Count, e.Kind, e.First)
+	}
+}
+
+// formatSummary prints one of s's durations, or "-" when s is empty.
+func formatSummary(s summary, d duration) string {
+	if s.Count == 0 {
+		return "-"
+	}
+	return formatDuration(time.Duration(d))
+}
+
+// plural prints n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// formatRatio prints a ratio, or "-" when it could not be computed.
+func formatRatio(r float64) string {
+	if r <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
+
+// formatDuration prints microseconds below 1ms, and three significant
+// digits above.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < 100*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// errorPause is how long a worker waits after an error that Lock did not
+// retry by itself, so that a persistent error cannot spin.
+const errorPause = 10 * time.Millisecond
+
+// Values of handoff.last besides a time.
+const (
+	noUnlockYet = 0  // no Unlock has returned yet
+	releasing   = -1 // a holder is in Unlock
+)
+
+// handoff is what the workers of contended mode share: when the last
+// Unlock returned, in nanoseconds since the start of measuring (or
+// noUnlockYet, or releasing while a holder is in Unlock), and which worker
+// held the lock last. Only the holder of the lock writes them; the next
+// holder reads them once its Lock returns.
+type handoff struct {
+	start  time.Time
+	last   atomic.Int64
+	holder atomic.Int64 // the last holder's worker id
+}
+
+// since returns the time from the start of measuring to t, never 0 (which
+// means noUnlockYet).
+func (h *handoff) since(t time.Time) int64 { return max(int64(t.Sub(h.start)), 1) }
+
+// worker is one goroutine's loop and its own records: nothing in it is
+// shared, so recording takes no lock.
+type worker struct {
+	id      int64
+	client  *redlock.Client
+	key     string
+	ttl     time.Duration
+	hold    time.Duration
+	floor   *floor      // latency mode: a floor round before each lock round
+	fault   *faultClock // nil without a fault
+	handoff *handoff    // contended mode only
+	rec     *recorder
+}
+
+// recorder is what one worker measured.
+type recorder struct {
+	acquire, release *hist
+	before, after    *hist // acquire, split at the fault; nil without one
+	handoff          *hist // contended mode only
+	reacquired       int   // contended mode: acquisitions right after this worker's own Unlock
+	rounds           int   // lock+unlock rounds with no error
+	unfinished       int   // Lock calls cut short by the end of the run
+	longestWait      time.Duration
+	waitErr          error
+	errs             map[string]*errorKind
+}
+
+func newRecorder(withFault, contended bool) *recorder {
+	r := &recorder{acquire: newHist(), release: newHist(), errs: map[string]*errorKind{}}
+	if withFault {
+		r.before, r.after = newHist(), newHist()
+	}
+	if contended {
+		r.handoff = newHist()
+	}
+	return r
+}
+
+// addErr counts err under its kind.
+func (r *recorder) addErr(kind string, err error) {
+	if e, ok := r.errs[kind]; ok {
+		e.count++
+		return
+	}
+	r.errs[kind] = &errorKind{kind: kind, count: 1, first: err.Error()}
+}
+
+// loop takes and releases the lock until ctx ends.
+func (w *worker) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		w.floorRound()
+		w.lockRound(ctx)
+	}
+}
+
+// floorRound makes one floor round, while there is a floor and no fault
+// has begun. An error ends the floor: its connections are not usable.
+func (w *worker) floorRound() {
+	if w.floor == nil || w.floor.err != nil || (w.fault != nil && w.fault.begun(time.Now())) {
+		return
+	}
+	if err := w.floor.round(); err != nil {
+		w.floor.err = err
+		if w.fault != nil && w.fault.begun(time.Now()) {
+			// The fault began during the round: expected, not an error.
+			w.floor.err = fmt.Errorf("stopped by the fault: %w", err)
+			return
+		}
+		w.rec.addErr("floor: round failed, floor stopped", err)
+	}
+}
+
+// lockRound is one Lock (retrying until acquired or ctx ends), a hold, and
+// an Unlock.
+func (w *worker) lockRound(ctx context.Context) {
+	r := w.rec
+	t0 := time.Now()
+	l, err := w.client.Lock(ctx, w.key, w.ttl)
+	t1 := time.Now()
+	took := t1.Sub(t0)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The run ended while waiting: not an error of the lock.
+			r.unfinished++
+			if r.waitErr == nil || took > r.longestWait {
+				r.longestWait, r.waitErr = took, err
+			}
+			return
+		}
+		r.addErr(errKind("acquire", err), err)
+		sleep(ctx, errorPause)
+		return
+	}
+	r.acquire.record(took)
+	if w.fault != nil {
+		if w.fault.begun(t1) {
+			r.after.record(took)
+		} else {
+			r.before.record(took)
+		}
+	}
+	if w.handoff != nil {
+		w.recordHandoff(t1)
+	}
+	sleep(ctx, w.hold)
+
+	// A lock that was taken is always released, even after the run ended:
+	// Unlock's own node timeout bounds it.
+	if w.handoff != nil {
+		w.handoff.holder.Store(w.id)
+		w.handoff.last.Store(releasing)
+	}
+	t2 := time.Now()
+	err = l.Unlock(context.WithoutCancel(ctx))
+	t3 := time.Now()
+	if w.handoff != nil {
+		w.handoff.last.CompareAndSwap(releasing, w.handoff.since(t3))
+	}
+	r.release.record(t3.Sub(t2))
+	if err != nil {
+		r.addErr(errKind("release", err), err)
+		return
+	}
+	r.rounds++
+}
+
+// recordHandoff records the time from the previous holder's Unlock
+// returning to this worker's Lock returning at t1: how long the lock sat
+// free while the workers wanted it. A previous holder still in Unlock
+// counts as a hand-off of 0. It also counts the acquisitions that went
+// back to the worker that released last.
+func (w *worker) recordHandoff(t1 time.Time) {
+	h := w.handoff
+	switch last := h.last.Load(); last {
+	case noUnlockYet:
+		return
+	case releasing:
+		w.rec.handoff.record(0)
+	default:
+		w.rec.handoff.record(time.Duration(h.since(t1) - last))
+	}
+	if h.holder.Load() == w.id {
+		w.rec.reacquired++
+	}
+}
+
+// errorKind counts the errors of one kind.
+type errorKind struct {
+	kind  string
+	count int
+	first string // the first error's text
+}
+
+// errKind names the kind of an error from Lock ("acquire") or Unlock
+// ("release").
+func errKind(op string, err error) string {
+	var qe *redlock.QuorumError
+	switch {
+	case errors.Is(err, redlock.ErrClosed):
+		return op + ": client closed"
+	case !errors.As(err, &qe):
+		return op + ": other"
+	case qe.Count(redlock.NodeRefused) > len(qe.Nodes)-qe.Quorum:
+		if op == "acquire" {
+			return op + ": held by another owner"
+		}
+		return op + ": not held any more (expired or taken)"
+	case qe.Count(redlock.NodeOK) >= qe.Quorum:
+		return op + ": too little validity left"
+	case qe.Count(redlock.NodeFailed) > 0:
+		return op + ": node errors"
+	default:
+		return op + ": nodes did not reply within the node timeout"
+	}
+}

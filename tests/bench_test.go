@@ -1,0 +1,105 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// The benchmarks run lock+unlock rounds on 5 real nodes, once per pool
+// kind: "pipelined" is pool.New, "plain" is one redigo connection per call
+// through pool.FromRedigo, the way most Redis lock libraries work.
+//
+//	go test -run '^$' -bench . -benchmem ./tests/
+
+func benchPools(b *testing.B, kind string, addrs []string) []pool.Pool {
+	b.Helper()
+	pools := make([]pool.Pool, len(addrs))
+	for i, addr := range addrs {
+		switch kind {
+		case "pipelined":
+			p, err := pool.New(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pools[i] = p
+		case "plain":
+			pools[i] = pool.FromRedigo(&redis.Pool{
+				MaxIdle: 256,
+				DialContext: func(ctx context.Context) (redis.Conn, error) {
+					return redis.DialContext(ctx, "tcp", addr,
+						redis.DialConnectTimeout(pool.DefaultDialTimeout),
+						redis.DialReadTimeout(pool.DefaultReadTimeout),
+						redis.DialWriteTimeout(pool.DefaultWriteTimeout))
+				},
+			}, addr)
+		}
+	}
+	b.Cleanup(func() {
+		for _, p := range pools {
+			_ = p.Close()
+		}
+	})
+	return pools
+}
+
+func benchClient(b *testing.B, kind string, addrs []string) *redlock.Client {
+	c, err := redlock.New(benchPools(b, kind, addrs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func lockUnlock(b *testing.B, c *redlock.Client, key string) {
+	ctx := context.Background()
+	l, err := c.Lock(ctx, key, 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkLockUnlock(b *testing.B) {
+	cluster := redistest.StartT(b, 5)
+	for _, kind := range []string{"pipelined", "plain"} {
+		c := benchClient(b, kind, cluster.Addrs())
+		b.Run(kind+"/uncontended", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				lockUnlock(b, c, "bench:uncontended")
+			}
+		})
+		b.Run(kind+"/parallel-keys", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16) // 32 workers on 2 cores
+			var worker atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("bench:parallel:%d", worker.Add(1))
+				for pb.Next() {
+					lockUnlock(b, c, key)
+				}
+			})
+		})
+		b.Run(kind+"/hot-key", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(4) // 8 workers on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					lockUnlock(b, c, "bench:hot")
+				}
+			})
+		})
+	}
+}
