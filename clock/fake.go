@@ -14,6 +14,7 @@ import (
 // A Fake is safe for concurrent use. The zero value is not usable; call
 // NewFake.
 type Fake struct {
+	adv     sync.Mutex // serializes Advance and Set, target included
 	mu      sync.Mutex
 	now     time.Time
 	timers  []*fakeTimer
@@ -53,15 +54,35 @@ func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
 // Advance moves the clock forward by d and fires every timer that is due,
 // in the order of their deadlines.
 func (f *Fake) Advance(d time.Duration) {
+	f.adv.Lock()
+	defer f.adv.Unlock()
 	f.mu.Lock()
 	target := f.now.Add(d)
 	f.mu.Unlock()
-	f.Set(target)
+	f.set(target)
 }
 
 // Set moves the clock to t (never backwards) and fires every timer that is
 // due, in the order of their deadlines.
 func (f *Fake) Set(t time.Time) {
+	f.adv.Lock()
+	defer f.adv.Unlock()
+	f.set(t)
+}
+
+// set is Set under f.adv. The AfterFunc callbacks due in one call run one
+// after another, in deadline order, in one goroutine of their own.
+func (f *Fake) set(t time.Time) {
+	var fns []func()
+	defer func() {
+		if len(fns) > 0 {
+			go func() {
+				for _, fn := range fns {
+					fn()
+				}
+			}()
+		}
+	}()
 	for {
 		f.mu.Lock()
 		if t.Before(f.now) {
@@ -82,6 +103,10 @@ func (f *Fake) Set(t time.Time) {
 		}
 		now := f.now
 		f.mu.Unlock()
+		if due.fn != nil {
+			fns = append(fns, due.fn)
+			continue
+		}
 		due.fire(now)
 	}
 }

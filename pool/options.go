@@ -146,7 +146,8 @@ func (c *config) dialOptions(host string) []redis.DialOption {
 		if tc.ServerName == "" {
 			tc.ServerName = host
 		}
-		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(tc))
+		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(tc),
+			redis.DialTLSHandshakeTimeout(c.dialTimeout))
 	}
 	return opts
 }

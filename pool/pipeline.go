@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,17 +170,20 @@ func (p *pipe) flush() {
 		if !p.wmu.TryLock() {
 			return
 		}
-		p.writeQueued()
+		progressed := p.writeQueued()
 		p.wmu.Unlock()
+		if !progressed {
+			return // a dial or a ping is under way: it flushes when done
+		}
 	}
 }
 
 // writeQueued sends the queue in batches. It runs under the write lock.
-func (p *pipe) writeQueued() {
+func (p *pipe) writeQueued() bool {
 	for len(p.queue) > 0 {
 		if p.closed.Load() {
 			p.failQueued(ErrClosed)
-			return
+			return true
 		}
 		if p.l != nil && p.l.broken.Load() {
 			p.drop(p.l, errBroken)
@@ -188,15 +192,31 @@ func (p *pipe) writeQueued() {
 		if p.l == nil {
 			switch {
 			case p.dialing:
-				return // the dialler flushes when it is done
+				return false // the dialler flushes when it is done
 			case time.Now().Before(p.downUntil):
-				p.failQueued(fmt.Errorf("%w: %v", errNodeDown, p.downErr))
-				return
+				p.failQueued(wrapErr(p.n.addr, "dial", fmt.Errorf("%w: %v", errNodeDown, p.downErr), p.n.secret))
+				return true
 			}
 			p.dialing = true
 			p.bg.Add(1)
 			go p.dial()
-			return
+			return false
+		}
+		if p.dialing {
+			return false // a ping is checking the link
+		}
+		if idle := p.n.cfg.pingIdle; idle > 0 && p.l.outstanding.Load() == 0 && time.Since(p.l.lastUsed) >= idle {
+			// Check an idle link in the background, as a dial is done: a
+			// node that does not answer must not hold up this caller.
+			p.dialing = true
+			p.bg.Add(1)
+			go p.ping(p.l)
+			return false
+		}
+		if p.l.outstanding.Load() > 0 {
+			// The node is busy with earlier commands: let the callers that
+			// are about to queue do so, and write them all at once.
+			runtime.Gosched()
 		}
 		batch := p.batch[:0]
 		for len(batch) < maxBatch {
@@ -215,6 +235,25 @@ func (p *pipe) writeQueued() {
 		p.send(p.l, batch)
 		clear(batch)
 	}
+	return true
+}
+
+// ping checks an idle link in the background, then writes what queued;
+// a link that does not answer is dropped and the node dialled again.
+func (p *pipe) ping(l *link) {
+	defer p.bg.Done()
+	_, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING")
+	p.wmu.Lock()
+	p.dialing = false
+	if err != nil && p.l == l {
+		p.drop(l, errBroken)
+		p.l = nil
+	} else {
+		l.lastUsed = time.Now()
+	}
+	p.writeQueued()
+	p.wmu.Unlock()
+	p.flush()
 }
 
 // dial connects in the background and then writes what queued meanwhile;
@@ -234,7 +273,7 @@ func (p *pipe) dial() {
 			p.backoff = maxBackoff
 		}
 		p.downUntil, p.downErr = time.Now().Add(p.backoff), err
-		p.failQueued(err)
+		p.failQueued(wrapErr(p.n.addr, "dial", err, p.n.secret))
 	case p.closed.Load():
 		_ = conn.Close()
 		p.failQueued(ErrClosed)
@@ -258,17 +297,6 @@ func (p *pipe) dial() {
 func (p *pipe) send(l *link, batch []*request) {
 	if len(batch) == 0 {
 		return
-	}
-	if idle := p.n.cfg.pingIdle; idle > 0 && l.outstanding.Load() == 0 && time.Since(l.lastUsed) >= idle {
-		// Nothing is in flight, so the reader is not reading: check the
-		// connection directly before trusting it with the batch.
-		if _, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING"); err != nil {
-			// Put the batch back in front and reconnect.
-			p.drop(l, errBroken)
-			p.l = nil
-			p.requeue(batch)
-			return
-		}
 	}
 	l.lastUsed = time.Now()
 	// Never wait for the reader: a node that stopped answering must not
@@ -306,23 +334,6 @@ func (p *pipe) send(l *link, batch []*request) {
 	for _, r := range batch {
 		l.outstanding.Add(1)
 		l.inflight <- r
-	}
-}
-
-// requeue puts requests back to be sent on the next link, ahead of what
-// queued since, keeping their order. It runs under the write lock.
-func (p *pipe) requeue(batch []*request) {
-	rest := make([]*request, 0, len(batch)+len(p.queue))
-	rest = append(rest, batch...)
-	for len(p.queue) > 0 {
-		rest = append(rest, <-p.queue)
-	}
-	for _, r := range rest {
-		select {
-		case p.queue <- r:
-		default:
-			p.deliver(r, nil, ErrQueueFull)
-		}
 	}
 }
 
@@ -394,5 +405,6 @@ func (p *pipe) close() {
 	}
 	p.failQueued(ErrClosed)
 	p.wmu.Unlock()
+	p.flush() // a request queued while this held the lock
 	p.bg.Wait()
 }

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -22,8 +23,9 @@ func FromRedigo(p *redis.Pool, addr string) Pool {
 }
 
 type redigoPool struct {
-	p    *redis.Pool
-	addr string
+	p      *redis.Pool
+	addr   string
+	closed atomic.Bool
 }
 
 func (r *redigoPool) Addr() string { return r.addr }
@@ -38,7 +40,7 @@ func (r *redigoPool) Eval(ctx context.Context, script *redis.Script, keysAndArgs
 
 func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
 	op := opName(script, cmd)
-	if r.p == nil {
+	if r.p == nil || r.closed.Load() {
 		return nil, wrapErr(r.addr, op, ErrClosed, "")
 	}
 	timeout, err := timeoutFor(ctx, DefaultCommandTimeout)
@@ -63,5 +65,6 @@ func (r *redigoPool) Close() error {
 	if r.p == nil {
 		return nil
 	}
+	r.closed.Store(true)
 	return r.p.Close()
 }

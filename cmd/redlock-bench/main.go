@@ -15,7 +15,7 @@
 // redis-server) for real figures. With -addrs it uses nodes that are
 // already running and starts nothing:
 //
-//	redlock-bench -addrs 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379
+//	redlock-bench -addrs redis-1:6379,redis-2:6379,redis-3:6379
 //
 // # Modes
 //
