@@ -62,7 +62,8 @@ func New(addr string, opts ...Option) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: cfg.dialOptions(host), seed: maphash.MakeSeed()}
+	dialOpts := append(cfg.dialOptions(host), redis.DialContextFunc(dialLazy(cfg.dialTimeout)))
+	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
 		n.pipes[i] = newPipe(n)

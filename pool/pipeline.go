@@ -59,19 +59,19 @@ func putRequest(req *request) {
 
 // pipe is one pipelined connection slot of a Node.
 //
-// Callers put requests on queue and then try to become the writer: the
-// one that gets the write lock sends everything queued in one write, and
-// hands the requests, in order, to the reader goroutine of the link, which
-// matches them with the replies. A caller that finds the lock taken leaves
-// its request to the writer of the moment, who looks at the queue again
-// after releasing the lock. An idle node so costs its caller one write and
-// no goroutine hand-off; a busy one gets large batches.
+// Callers put requests on queue. Whoever holds the write lock sends
+// everything queued in one write and hands the requests, in order, to the
+// reader goroutine of the link, which matches them with the replies. On an
+// idle node that is the caller itself; on a busy one it is the pipe's
+// writer goroutine, which batches what many callers queued (see flush).
 //
-// Dialling is done by a goroutine of its own, so that no caller waits on
-// a connect beyond its own deadline.
+// Dialling and the idle-connection ping run in goroutines of their own, so
+// that no caller waits on them beyond its own deadline.
 type pipe struct {
 	n      *Node
 	queue  chan *request
+	kick   chan struct{} // wakes the writer goroutine
+	quit   chan struct{} // closed by close
 	closed atomic.Bool
 
 	wmu       sync.Mutex // the write lock: guards the fields below
@@ -81,7 +81,7 @@ type pipe struct {
 	downErr   error
 	backoff   time.Duration
 	batch     []*request
-	bg        sync.WaitGroup // the dialler
+	bg        sync.WaitGroup // the writer, the dialler, the idle ping
 }
 
 // link is one connection of a pipe, with its reader.
@@ -102,7 +102,16 @@ const (
 )
 
 func newPipe(n *Node) *pipe {
-	return &pipe{n: n, queue: make(chan *request, n.cfg.queueSize), batch: make([]*request, 0, maxBatch)}
+	p := &pipe{
+		n:     n,
+		queue: make(chan *request, n.cfg.queueSize),
+		kick:  make(chan struct{}, 1),
+		quit:  make(chan struct{}),
+		batch: make([]*request, 0, maxBatch),
+	}
+	p.bg.Add(1)
+	go p.writer()
+	return p
 }
 
 // call queues cmd and waits for its reply until ctx ends. A caller that
@@ -163,18 +172,41 @@ func (p *pipe) deliver(req *request, reply any, err error) {
 	rcv.Receive(reply, p.n.nodeErr(cmd, err))
 }
 
-// flush writes what is queued, unless another goroutine is writing; that
-// one looks at the queue again after it is done.
+// flush gets what is queued written. When the node has nothing in flight
+// and nobody else is writing, the caller writes at once: an idle node
+// costs one write and no hand-off. Otherwise the pipe's writer goroutine
+// is woken; it yields once before it drains the queue, so that a busy node
+// gets few, large writes.
 func (p *pipe) flush() {
-	for len(p.queue) > 0 {
-		if !p.wmu.TryLock() {
+	if p.wmu.TryLock() {
+		direct := p.l != nil && !p.dialing && p.l.outstanding.Load() == 0
+		if direct {
+			direct = p.writeQueued()
+		}
+		p.wmu.Unlock()
+		if direct && len(p.queue) == 0 {
 			return
 		}
-		progressed := p.writeQueued()
-		p.wmu.Unlock()
-		if !progressed {
-			return // a dial or a ping is under way: it flushes when done
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default: // the writer is awake already
+	}
+}
+
+// writer writes the queue whenever it is kicked, until the pipe closes.
+func (p *pipe) writer() {
+	defer p.bg.Done()
+	for {
+		select {
+		case <-p.kick:
+		case <-p.quit:
+			return
 		}
+		runtime.Gosched() // let callers that are about to queue do so
+		p.wmu.Lock()
+		p.writeQueued()
+		p.wmu.Unlock()
 	}
 }
 
@@ -212,11 +244,6 @@ func (p *pipe) writeQueued() bool {
 			p.bg.Add(1)
 			go p.ping(p.l)
 			return false
-		}
-		if p.l.outstanding.Load() > 0 {
-			// The node is busy with earlier commands: let the callers that
-			// are about to queue do so, and write them all at once.
-			runtime.Gosched()
 		}
 		batch := p.batch[:0]
 		for len(batch) < maxBatch {
@@ -398,6 +425,7 @@ func (p *pipe) failQueued(err error) {
 // the pipe's goroutines.
 func (p *pipe) close() {
 	p.closed.Store(true)
+	close(p.quit)
 	p.wmu.Lock()
 	if p.l != nil {
 		p.drop(p.l, ErrClosed)
