@@ -194,6 +194,9 @@ func (n *Node) Close() error {
 // isNoScript reports the node's answer to EVALSHA for a script it does not
 // have.
 func isNoScript(err error) bool {
+	if err == nil {
+		return false // and no allocation on the hot path
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT ")
 }

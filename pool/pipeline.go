@@ -386,8 +386,7 @@ func (p *pipe) reader(l *link) {
 			continue
 		}
 		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.readTimeout)
-		var re redis.Error
-		if err != nil && !errors.As(err, &re) {
+		if _, replied := err.(redis.Error); err != nil && !replied {
 			// A transport error: nothing more can be read from this
 			// connection. Close it so that the writer sees it too.
 			if e, ok := l.failWith.Load().(error); ok {
