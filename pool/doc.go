@@ -24,6 +24,10 @@
 //
 // # Implementations
 //
-// New dials the node itself with safe defaults (see the options). FromRedigo
-// wraps a *redis.Pool that the caller already has.
+// New returns a Node: it dials the node itself, with safe defaults (see the
+// options), and pipelines: commands from concurrent callers are queued and
+// written in batches on one connection, and their replies are handed back
+// in order. It also implements Starter, which lets the lock coordinator
+// run a round without a goroutine per node. FromRedigo wraps a *redis.Pool
+// that the caller already has: one connection per call.
 package pool
