@@ -6,28 +6,30 @@ import (
 	"time"
 )
 
-// deadlineSlack is how much later than asked a lazyDeadlineConn may leave
-// a deadline in place.
+// deadlineSlack is how much later than asked a lazyDeadlineConn may apply
+// a deadline.
 const deadlineSlack = 20 * time.Millisecond
 
-// lazyDeadlineConn skips deadline updates that would move a deadline later
-// by less than deadlineSlack. redigo sets a fresh read deadline before
-// every reply and a write deadline before every flush; on a pipelined
-// connection that reads thousands of replies a second, most of those
-// updates move the deadline by microseconds, and each costs a trip through
-// the runtime's timer heap. A deadline that is earlier than the one in
-// place, or cleared, is always applied, so no read or write ever waits
-// longer than redigo asked plus the slack.
+// lazyDeadlineConn applies deadlines up to deadlineSlack late, so that it
+// can skip most updates. redigo sets a fresh read deadline before every
+// reply and a write deadline before every flush; on a pipelined connection
+// that reads thousands of replies a second, most of those updates move the
+// deadline by microseconds, and each costs a trip through the runtime's
+// timer heap. A deadline asked for is applied as t+slack, and a later
+// request is skipped while it is not past the deadline in place: no read
+// or write ever waits less than redigo asked, nor more than the slack
+// longer. A cleared deadline is always applied.
 //
 // Each deadline is set only by one goroutine (the reader sets read
 // deadlines, the writer write deadlines), so the fields need no lock.
 type lazyDeadlineConn struct {
 	net.Conn
-	read, write time.Time
+	read, write time.Time // the deadlines in place; zero when cleared
 }
 
 func (c *lazyDeadlineConn) SetReadDeadline(t time.Time) error {
-	if skip(c.read, t) {
+	t, ok := lazy(c.read, t)
+	if !ok {
 		return nil
 	}
 	c.read = t
@@ -35,7 +37,8 @@ func (c *lazyDeadlineConn) SetReadDeadline(t time.Time) error {
 }
 
 func (c *lazyDeadlineConn) SetWriteDeadline(t time.Time) error {
-	if skip(c.write, t) {
+	t, ok := lazy(c.write, t)
+	if !ok {
 		return nil
 	}
 	c.write = t
@@ -47,14 +50,16 @@ func (c *lazyDeadlineConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// skip reports whether deadline t may be left at cur: t is set, cur is set,
-// and t is not earlier than cur but less than the slack later.
-func skip(cur, t time.Time) bool {
-	if t.IsZero() || cur.IsZero() {
-		return false
+// lazy returns the deadline to apply for a request of t when cur is in
+// place, and false when cur already serves: it is set and not before t.
+func lazy(cur, t time.Time) (time.Time, bool) {
+	if t.IsZero() {
+		return t, true
 	}
-	d := t.Sub(cur)
-	return d >= 0 && d < deadlineSlack
+	if !cur.IsZero() && !cur.Before(t) {
+		return cur, false
+	}
+	return t.Add(deadlineSlack), true
 }
 
 // dialLazy dials TCP like redigo would (connect timeout, keep-alive) and

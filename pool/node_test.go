@@ -1243,12 +1243,9 @@ func TestFromRedigo_Do_afterCloseFailsWithErrClosed(t *testing.T) {
 	require.ErrorIs(t, err, pool.ErrClosed)
 }
 
-func TestFromRedigo_withANilPoolFailsWithErrClosed(t *testing.T) {
-	p := pool.FromRedigo(nil, "nil-node")
-	_, err := p.Do(context.Background(), "PING")
-	requireNodeError(t, err, "nil-node")
-	require.ErrorIs(t, err, pool.ErrClosed)
-	require.NoError(t, p.Close())
+func TestFromRedigo_withANilPoolIsANilPool(t *testing.T) {
+	// A nil Pool is what redlock.New rejects by name ("pool 2 is nil").
+	require.Nil(t, pool.FromRedigo(nil, "nil-node"))
 }
 
 // ---------------------------------------------------------------------------
@@ -1507,5 +1504,22 @@ func TestNode_Start_racingWithCloseStillReceivesEveryReply(t *testing.T) {
 		}
 		require.Equal(t, started.Load(), r.calls.Load(),
 			"round %d: a call started while Close ran never got its Receive", round)
+	}
+}
+
+// A read timeout shorter than the deadline slack must still be honoured as
+// a minimum: every call on a healthy node succeeds, however the calls are
+// spaced.
+func TestNode_Do_withAShortReadTimeoutNeverTimesOutEarly(t *testing.T) {
+	s := startNode(t)
+	for _, timeout := range []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond} {
+		n, err := pool.New(s.Addr(), pool.WithReadTimeout(timeout))
+		require.NoError(t, err)
+		for i := range 15 {
+			_, err := n.Do(context.Background(), "PING")
+			require.NoError(t, err, "read timeout %v, call %d", timeout, i)
+			time.Sleep(timeout + 3*time.Millisecond)
+		}
+		require.NoError(t, n.Close())
 	}
 }

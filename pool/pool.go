@@ -130,20 +130,25 @@ func timeoutFor(ctx context.Context, max time.Duration) (time.Duration, error) {
 // are both bounded.
 func run(c redis.Conn, timeout time.Duration, script *redis.Script, cmd string, args []any) (any, error) {
 	if script != nil {
-		return script.Do(boundConn{Conn: c, timeout: timeout}, args...)
+		return script.Do(boundConn{Conn: c, deadline: time.Now().Add(timeout)}, args...)
 	}
 	return redis.DoWithTimeout(c, timeout, cmd, args...)
 }
 
-// boundConn gives a connection's Do a fixed timeout, so that code written
-// against redis.Conn (redigo's Script) cannot block past it.
+// boundConn gives every Do on a connection one shared deadline, so that
+// code written against redis.Conn (redigo's Script, with its EVAL after
+// NOSCRIPT) cannot block past it.
 type boundConn struct {
 	redis.Conn
-	timeout time.Duration
+	deadline time.Time
 }
 
 func (b boundConn) Do(cmd string, args ...any) (any, error) {
-	return redis.DoWithTimeout(b.Conn, b.timeout, cmd, args...)
+	left := time.Until(b.deadline)
+	if left <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	return redis.DoWithTimeout(b.Conn, left, cmd, args...)
 }
 
 func opName(script *redis.Script, cmd string) string {

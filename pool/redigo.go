@@ -17,8 +17,13 @@ const DefaultCommandTimeout = 1 * time.Second
 // call takes a connection from p with p.GetContext and returns it after the
 // reply. Commands are bounded by the caller's deadline, or by
 // DefaultCommandTimeout when there is none, even when p's connections were
-// dialled without timeouts. Close closes p.
+// dialled without timeouts; connecting is bounded by the deadline only when
+// p dials with DialContext (redigo's Dial takes no context). Close closes p.
+// A nil p gives a nil Pool.
 func FromRedigo(p *redis.Pool, addr string) Pool {
+	if p == nil {
+		return nil // so that redlock.New reports the nil pool
+	}
 	return &redigoPool{p: p, addr: addr}
 }
 

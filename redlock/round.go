@@ -216,9 +216,15 @@ func (c *Client) afterLate(r *round, f func(outcome)) {
 	if r.pending == 0 {
 		return
 	}
-	// A node that has not replied yet is still counted in c.bg, so the
-	// count is above zero here and Close cannot have finished waiting.
-	c.bg.Add(1)
+	// The nodes may all have replied (and left c.bg) with their outcomes
+	// still unread, so this needs its own count, taken only while the
+	// client is open. A closed client handles the replies here and now.
+	if !c.begin(1) {
+		for range r.pending {
+			f(<-r.late)
+		}
+		return
+	}
 	go func() {
 		defer c.bg.Done()
 		for range r.pending {

@@ -3,11 +3,15 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/pool"
 )
 
 const ttl = 10 * time.Second
@@ -513,4 +517,41 @@ func TestExponentialBackoff_staysWithinItsRange(t *testing.T) {
 	_, ok := b.NextDelay(9)
 	require.False(t, ok)
 	require.True(t, strings.Contains(ExponentialBackoff{Min: 1, Max: 1, MaxRetries: -1}.Validate().Error(), "retry limit -1"))
+}
+
+// syncStarter is a pool.Starter that replies before Start returns, as a
+// pipelined node does when it is closed or its queue is full.
+type syncStarter struct {
+	*fakeNode
+}
+
+func (s syncStarter) Start(rcv pool.Receiver, cmd string, args ...any) {
+	rcv.Receive(s.Do(context.Background(), cmd, args...))
+}
+
+func (s syncStarter) StartEval(rcv pool.Receiver, script *redis.Script, keysAndArgs ...any) {
+	rcv.Receive(s.Eval(context.Background(), script, keysAndArgs...))
+}
+
+func TestClient_Close_racingAFailedRoundNeverMisusesItsWaitGroup(t *testing.T) {
+	for range 200 {
+		pools := make([]pool.Pool, 5)
+		for i := range pools {
+			n := newFakeNode(fmt.Sprintf("node%d:6379", i+1))
+			if i < 3 {
+				n.set("k", "foreign") // the round fails on 3 refusals, 2 replies unread
+			}
+			pools[i] = syncStarter{n}
+		}
+		c, err := New(pools)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = c.TryLock(context.Background(), "k", ttl)
+		}()
+		require.NoError(t, c.Close())
+		<-done
+		require.NoError(t, c.Close())
+	}
 }
