@@ -25,8 +25,12 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	done   chan struct{} // closed by Close
+	done   chan struct{} // closed by Close; also stops automatic extension
 	bg     sync.WaitGroup
+
+	// onExtend, when set (by tests, before any lock is taken), is called
+	// after each automatic extension attempt with its error.
+	onExtend func(error)
 }
 
 // New returns a Client over pools, one per independent Redis node; the
@@ -79,9 +83,14 @@ func (c *Client) Quorum() int { return c.quorum }
 
 // Close stops the Client: it waits for the commands still running in the
 // background (replies that came after a round was decided, releases of
-// failed acquisitions; each bounded by the node timeout) and makes later
+// failed acquisitions, automatic extensions) and makes later
 // calls fail with ErrClosed. Locks still held are not released; they
-// expire with their TTL. Close does not close the pools.
+// expire with their TTL. Automatic extension stops, so their contexts end
+// with ErrExpired when their validity runs out. Close does not close the
+// pools. The wait is bounded by the node timeout on plain pools, and by
+// the pool's read timeout (1s by default) on pipelined pools, whose
+// commands carry no deadline of their own; a release that waited for its
+// acquisition's SET can take twice that.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if !c.closed {
@@ -150,6 +159,9 @@ func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (l
 		if err := validateRetry(cfg.retry); err != nil {
 			return cfg, err
 		}
+	}
+	if err := cfg.validateSection(ttl, c.drift(ttl)); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -235,7 +247,17 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	validity := until.Sub(c.cfg.clock.Now())
 	if r.ok && validity > cfg.minValidity {
-		return &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start}, nil
+		l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
+			parent: ctx, ttl: ttl, margin: cfg.margin}
+		// The lock's context and automatic extension (context.go,
+		// autoextend.go) cost nothing unless asked for.
+		if cfg.maxHold > 0 {
+			l.holdEnd = r.start.Add(cfg.maxHold)
+		}
+		if cfg.autoExtend {
+			l.startExtender(cfg)
+		}
+		return l, nil
 	}
 	c.releaseFailed(ctx, key, token, r)
 	if !r.ok {

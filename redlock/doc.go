@@ -42,6 +42,35 @@
 // NOSCRIPT (after a restart or SCRIPT FLUSH). They take the key in KEYS and
 // every value in ARGV.
 //
+// # Critical sections
+//
+// Client.Do runs a function while holding a lock: it waits for the lock
+// as Lock does, runs the function with the lock's context, extends the
+// lock in the background (every ttl/3 by default), and releases it when
+// the function returns or panics. Lock users get the same with
+// Lock.Context and WithAutoExtend.
+//
+// The lock's context (Lock.Context) ends, with a cause read by
+// context.Cause, when the validity runs out (ErrExpired; earlier by
+// WithSafetyMargin), after Unlock (ErrReleased), or when the lock is lost
+// (ErrLockLost). Its Deadline is the validity end and moves with each
+// extension; its timers run on the Client's clock.
+//
+// Automatic extension never re-creates a key. An extension that finds the
+// key no longer ours on too many nodes for a quorum ends the lock at once.
+// One that fails for other reasons (nodes down or slow) is retried after a
+// short random delay; when extensions have failed for a whole node
+// timeout, the lock ends with ErrLockLost, and never later than the
+// validity end. WithMaxHold and WithMaxExtensions bound how long a
+// function that never returns can keep a lock. The extender is one
+// goroutine per lock; it stops on Unlock, loss, expiry, a limit, or Close.
+//
+// The context tells a holder to stop; it cannot stop work already on its
+// way. A process that checked the context and then paused (GC, swapping,
+// a stopped VM) can act after the lock has passed to another owner. Only
+// the protected resource can refuse such a stale writer, for example by
+// checking a fencing token.
+//
 // # Errors
 //
 // A failed round returns a *QuorumError that lists every node with its

@@ -19,8 +19,13 @@ var (
 	// which, node by node.
 	ErrLockLost = errors.New("redlock: lock lost")
 	// ErrReleased is returned by Extend on a lock that this handle has
-	// already unlocked.
+	// already unlocked, and is the cause of the lock's context after
+	// Unlock.
 	ErrReleased = errors.New("redlock: lock released")
+	// ErrExpired is the cause of a lock's context that ended because the
+	// validity ran out (less the safety margin) or the WithMaxHold limit
+	// was reached, without the lock having been extended in time.
+	ErrExpired = errors.New("redlock: lock expired")
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = errors.New("redlock: client closed")
 )

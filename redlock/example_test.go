@@ -84,3 +84,60 @@ func ExampleClient_Restore() {
 		fmt.Println("the lock had already expired:", err)
 	}
 }
+
+func ExampleClient_Do() {
+	var client *redlock.Client // built as in the package example
+	orders := []int{41, 42, 43}
+
+	// Do waits for the lock, extends it in the background while the
+	// function runs, and releases it when the function returns (or panics).
+	err := client.Do(context.Background(), "lock:invoices", 10*time.Second, func(ctx context.Context) error {
+		for _, id := range orders {
+			// ctx ends as soon as the lock may be gone: check it before
+			// each step, and pass it to every call the step makes.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fmt.Println("invoicing order", id)
+		}
+		return nil
+	}, redlock.WithMaxHold(time.Minute)) // a hung function does not keep the lock past a minute
+
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		fmt.Println("not our turn:", err)
+	case errors.Is(err, redlock.ErrLockLost), errors.Is(err, redlock.ErrExpired):
+		fmt.Println("stopped part-way, the lock ended:", err)
+	case err != nil:
+		fmt.Println("the work failed:", err)
+	}
+}
+
+func ExampleLock_Context() {
+	var client *redlock.Client // built as in the package example
+
+	// Extended every 10s until Unlock; the context ends 2s before the
+	// validity would, to leave time to wind down.
+	lock, err := client.Lock(context.Background(), "lock:report", 30*time.Second,
+		redlock.WithAutoExtend(0), redlock.WithSafetyMargin(2*time.Second))
+	if err != nil {
+		return
+	}
+	defer lock.Unlock(context.Background())
+
+	ctx := lock.Context()
+	deadline, _ := ctx.Deadline() // the validity end less the margin; moves with each extension
+	fmt.Println("held until at least", deadline)
+
+	select {
+	case <-time.After(time.Minute): // the work
+		fmt.Println("report written")
+	case <-ctx.Done():
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, redlock.ErrLockLost):
+			fmt.Println("another owner may hold the lock now:", cause)
+		case errors.Is(cause, redlock.ErrExpired):
+			fmt.Println("the lock ran out before it could be extended")
+		}
+	}
+}

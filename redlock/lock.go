@@ -19,6 +19,16 @@ type Lock struct {
 	until    time.Time // validity end on the client's clock; zero when unknown
 	since    time.Time // start of the round that set until
 	released bool
+
+	// The lock's context and automatic extension (context.go,
+	// autoextend.go); zero for a restored lock.
+	parent  context.Context // the acquiring call's: Context keeps its values
+	ttl     time.Duration   // the acquisition's ttl, reused by automatic extension
+	margin  time.Duration   // WithSafetyMargin
+	holdEnd time.Time       // WithMaxHold: the hold ends by then; zero when unlimited
+	ext     *extender       // set at acquisition with automatic extension
+	cause   error           // guarded by mu: why the lock ended; nil while held
+	ctx     *lockContext    // guarded by mu: made by the first Context call
 }
 
 // Key returns the lock's key.
@@ -59,6 +69,10 @@ func (l *Lock) Validity() time.Duration {
 // a *QuorumError matching ErrLockLost (nodes that did not answer count as
 // not holding it). After Unlock it returns ErrReleased; on a closed Client,
 // ErrClosed; for a bad ttl, an error naming it.
+//
+// A successful Extend moves the deadline of the lock's context; one that
+// finds the key no longer ours on more than N-quorum nodes ends it with
+// the returned error (see Context).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(); err != nil {
 		return err
@@ -83,8 +97,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// The newest round decides, also when its ttl is shorter: the
 		// nodes now expire the key by it.
 		l.mu.Lock()
-		if !r.start.Before(l.since) {
+		if !l.released && !r.start.Before(l.since) { // an Unlock since then wins
 			l.until, l.since = until, r.start
+			l.extendedLocked() // the context's deadline moves too
 		}
 		l.mu.Unlock()
 		return nil
@@ -98,6 +113,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// left is gone.
 		l.mu.Lock()
 		l.until = now
+		l.endLocked(e) // the lock's context ends with this error
 		l.mu.Unlock()
 	}
 	return e
@@ -111,13 +127,20 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // before Unlock, or the nodes did not answer. A ctx that ends first (or
 // has already ended) adds ctx.Err(); the release is still sent to every
 // node, bounded by the node timeout. On a closed Client it returns ErrClosed.
+//
+// Unlock first ends the lock's context with ErrReleased and waits for
+// automatic extension, if any, to stop.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	l.released = true
+	l.endLocked(ErrReleased) // the lock's context ends
 	l.mu.Unlock()
+	if l.ext != nil {
+		<-l.ext.done // automatic extension has stopped: no extension follows the release
+	}
 	r, err := l.c.run(ctx, true, op{script: releaseScript, args: []any{l.key, l.token}, status: scriptStatus, after: l.acq})
 	if err != nil {
 		return err

@@ -92,6 +92,13 @@ type lockConfig struct {
 	minValidity time.Duration
 	retry       RetryStrategy
 	retrySet    bool
+
+	// Critical sections (context.go, autoextend.go, do.go).
+	margin        time.Duration // WithSafetyMargin
+	autoExtend    bool          // WithAutoExtend, or Do
+	interval      time.Duration // WithAutoExtend; 0: ttl/3
+	maxHold       time.Duration // WithMaxHold; 0: no limit
+	maxExtensions int           // WithMaxExtensions; 0: no limit
 }
 
 // WithMinValidity makes an acquisition succeed only when more than d of
@@ -99,4 +106,70 @@ type lockConfig struct {
 // and is released. Default 0: any positive validity.
 func WithMinValidity(d time.Duration) LockOption {
 	return lockOption(func(c *lockConfig) { c.minValidity = d })
+}
+
+// WithSafetyMargin makes the lock's context (Lock.Context) end d before
+// the validity does, so that work stopped by it has d left to wind down
+// while the lock is still held. Default 0; it must not be negative and
+// must leave some of the ttl after the drift allowance.
+func WithSafetyMargin(d time.Duration) LockOption {
+	return lockOption(func(c *lockConfig) { c.margin = d })
+}
+
+// WithAutoExtend makes TryLock and Lock start automatic extension: the
+// lock is extended with its ttl every interval (0: ttl/3) until Unlock,
+// until it is lost, or until the Client is closed; its context
+// (Lock.Context) ends with ErrLockLost as soon as an extension proves the
+// loss, or when extensions have failed to reach a quorum for one node
+// timeout. A lock with automatic extension is held until one of those
+// happens or a limit is reached (WithMaxHold, WithMaxExtensions): always
+// Unlock it. Do extends always; given to Do, this option sets the
+// interval. The interval plus the safety margin must be below the ttl less
+// the drift allowance, or the lock would end before its first extension.
+func WithAutoExtend(interval time.Duration) LockOption {
+	return lockOption(func(c *lockConfig) { c.autoExtend, c.interval = true, interval })
+}
+
+// WithMaxHold caps how long the lock is held, counted from the start of
+// its acquisition: automatic extension never extends it past that (the
+// last extension gets a shorter ttl), and its context ends with
+// ErrExpired then at the latest. Default 0: no limit.
+func WithMaxHold(d time.Duration) LockOption {
+	return lockOption(func(c *lockConfig) { c.maxHold = d })
+}
+
+// WithMaxExtensions caps the number of automatic extensions; after the
+// last one the lock runs out and its context ends with ErrExpired.
+// Default 0: no limit.
+func WithMaxExtensions(n int) LockOption {
+	return lockOption(func(c *lockConfig) { c.maxExtensions = n })
+}
+
+// extendInterval is the automatic extension interval for ttl.
+func (c *lockConfig) extendInterval(ttl time.Duration) time.Duration {
+	if c.interval == 0 {
+		return ttl / 3
+	}
+	return c.interval
+}
+
+// validateSection checks the critical-section options against the ttl and
+// its drift allowance.
+func (c *lockConfig) validateSection(ttl, drift time.Duration) error {
+	switch validity := ttl - drift; {
+	case c.margin < 0:
+		return fmt.Errorf("redlock: safety margin %v must not be negative", c.margin)
+	case c.margin >= validity:
+		return fmt.Errorf("redlock: safety margin %v leaves nothing of the ttl %v after the drift allowance %v", c.margin, ttl, drift)
+	case c.interval < 0:
+		return fmt.Errorf("redlock: auto-extend interval %v must not be negative", c.interval)
+	case c.maxHold < 0:
+		return fmt.Errorf("redlock: maximum hold %v must not be negative", c.maxHold)
+	case c.maxExtensions < 0:
+		return fmt.Errorf("redlock: maximum extensions %d must not be negative", c.maxExtensions)
+	case c.autoExtend && c.extendInterval(ttl)+c.margin >= validity:
+		return fmt.Errorf("redlock: auto-extend interval %v plus safety margin %v is not below the ttl %v less the drift allowance %v: the lock would end before its first extension",
+			c.extendInterval(ttl), c.margin, ttl, drift)
+	}
+	return nil
 }

@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/quorumlock/redlock/clock"
+)
+
+// lockContext is the context of a Lock (see Lock.Context). Cancellation
+// and the cause come from an ordinary context.WithCancelCause, so children
+// made with the context package attach to it without a goroutine and
+// context.Cause works on them; only Deadline is the lock's own, because
+// it moves with every extension and runs on the Client's clock.
+type lockContext struct {
+	context.Context // WithCancelCause(WithoutCancel(the acquiring call's context))
+	l               *Lock
+	cancel          context.CancelCauseFunc
+	timer           clock.Timer // ends the context at deadline; nil when born ended
+	deadline        time.Time   // guarded by l.mu: the deadline last armed
+}
+
+// Deadline returns when the context ends unless the lock is extended:
+// the validity end (Until), or the WithMaxHold limit when that comes
+// first, minus the WithSafetyMargin margin. It moves with each successful
+// extension. On a Client with a fake clock it is a time on that clock.
+func (c *lockContext) Deadline() (time.Time, bool) {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.deadline, !c.deadline.IsZero()
+}
+
+// Context returns a context that lives while the lock is known to be held
+// and ends with a cause, read with context.Cause:
+//
+//   - ErrExpired when the validity ends (Until), minus the safety margin
+//     of WithSafetyMargin, or when the WithMaxHold limit is reached;
+//   - ErrReleased once Unlock is called;
+//   - an error matching ErrLockLost (the *QuorumError of the extension)
+//     when an extension finds the key no longer ours on so many nodes that
+//     no quorum holds it, or when automatic extension cannot reach a
+//     quorum (see WithAutoExtend).
+//
+// Err returns context.Canceled in every case; the cause says why. The
+// context carries the values of the context given to TryLock or Lock, but
+// not its cancellation or deadline. Its Deadline is the moment it will end
+// unless the lock is extended; a successful Extend moves it. Timers run on
+// the Client's clock. (A child made by context.WithTimeout or WithDeadline
+// for a time later than the current deadline drops its own as redundant,
+// so after an extension it ends with the lock's context, not at its time.)
+//
+// A manual Extend that fails without proof of loss (nodes unreachable) does
+// not end the context: the lock is still valid until its deadline, and the
+// caller may try again. The context of a lock restored with Restore ends at
+// once (ErrExpired) unless Extend succeeded first: its validity is unknown.
+//
+// Every call returns the same context. It is made on the first call (or at
+// acquisition, with automatic extension), so locks that never ask for it
+// pay nothing. A context made after the lock ended is born ended, with the
+// cause that ended it.
+//
+// An ended context says the lock may be gone; a live one cannot promise
+// that it still is by the time the caller acts on it. See the package
+// documentation, "Critical sections".
+func (l *Lock) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx = l.newContextLocked()
+	}
+	return l.ctx
+}
+
+func (l *Lock) newContextLocked() *lockContext {
+	parent := l.parent
+	if parent == nil {
+		parent = context.Background()
+	}
+	inner, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	lc := &lockContext{Context: inner, l: l, cancel: cancel, deadline: l.deadlineLocked()}
+	clk := l.c.cfg.clock
+	switch now := clk.Now(); {
+	case l.cause != nil:
+		cancel(l.cause)
+	case !now.Before(lc.deadline):
+		l.cause = ErrExpired
+		cancel(ErrExpired)
+	default:
+		lc.timer = clk.AfterFunc(lc.deadline.Sub(now), l.expire)
+	}
+	return lc
+}
+
+// deadlineLocked is when the lock's context ends unless the lock is
+// extended; zero when the validity is unknown.
+func (l *Lock) deadlineLocked() time.Time {
+	end := l.until
+	if end.IsZero() {
+		return end
+	}
+	if !l.holdEnd.IsZero() && l.holdEnd.Before(end) {
+		end = l.holdEnd
+	}
+	return end.Add(-l.margin)
+}
+
+// expire runs when the context's timer fires. An extension that moved the
+// deadline after the timer had already fired re-arms it instead.
+func (l *Lock) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cause != nil {
+		return
+	}
+	d := l.deadlineLocked()
+	if now := l.c.cfg.clock.Now(); now.Before(d) {
+		l.ctx.timer.Reset(d.Sub(now))
+		return
+	}
+	l.endLocked(ErrExpired)
+}
+
+// extendedLocked moves the context's deadline after Until moved.
+func (l *Lock) extendedLocked() {
+	lc := l.ctx
+	if lc == nil || l.cause != nil {
+		return
+	}
+	lc.deadline = l.deadlineLocked()
+	lc.timer.Reset(lc.deadline.Sub(l.c.cfg.clock.Now()))
+}
+
+// end records why the lock ended and ends its context; the first cause
+// wins. It is recorded even when no context exists yet, so that one made
+// later is born ended.
+func (l *Lock) end(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(cause)
+}
+
+func (l *Lock) endLocked(cause error) {
+	if l.cause != nil {
+		return
+	}
+	l.cause = cause
+	if lc := l.ctx; lc != nil {
+		if lc.timer != nil {
+			lc.timer.Stop()
+		}
+		lc.cancel(cause)
+	}
+}
+
+// live reports whether the lock has not ended and its context's deadline
+// has not passed.
+func (l *Lock) live() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause == nil && l.c.cfg.clock.Now().Before(l.deadlineLocked())
+}
