@@ -203,3 +203,33 @@ func TestLock_Context_costsNothingUntilAskedFor(t *testing.T) {
 	require.NoError(t, l.Unlock(context.Background()))
 	require.Zero(t, clk.Timers(), "Unlock stops the context's timer")
 }
+
+func TestLock_Extend_afterTheContextEndedNeverRevivesTheHandle(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	waitHeld(t, nodes, "k", l.Token())
+	ctx := l.Context()
+	loseOn(nodes[:3], "k")
+	require.ErrorIs(t, l.Extend(context.Background(), ttl), ErrLockLost)
+	require.ErrorIs(t, ended(t, ctx), ErrLockLost)
+
+	for _, n := range nodes[:3] {
+		n.set("k", l.Token()) // the key is back (a node that lied, a late write)
+	}
+	err = l.Extend(context.Background(), ttl)
+	require.ErrorIs(t, err, ErrLockLost, "an ended lock stays ended")
+	require.Zero(t, l.Validity())
+}
+
+func TestLock_Unlock_withTheLocksOwnContextStillReleases(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(l.Context()), "Unlock ends the lock's context itself")
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps our key", n.addr)
+	}
+}

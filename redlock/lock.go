@@ -72,7 +72,9 @@ func (l *Lock) Validity() time.Duration {
 //
 // A successful Extend moves the deadline of the lock's context; one that
 // finds the key no longer ours on more than N-quorum nodes ends it with
-// the returned error (see Context).
+// the returned error (see Context). Once the lock's context has ended
+// (lost or expired), Extend returns its cause and asks no node: a holder
+// that was told to stop is never given the lock back.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(); err != nil {
 		return err
@@ -81,10 +83,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l.mu.Lock()
-	released := l.released
+	released, ended := l.released, l.cause
 	l.mu.Unlock()
-	if released {
+	switch {
+	case released:
 		return ErrReleased
+	case ended != nil:
+		// The lock's context has ended (lost or expired): the holder was
+		// told to stop, and no extension brings the lock back.
+		return ended
 	}
 	ms := ttl.Milliseconds()
 	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.acq})
@@ -97,11 +104,14 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// The newest round decides, also when its ttl is shorter: the
 		// nodes now expire the key by it.
 		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.cause != nil && !l.released {
+			return l.cause // the context ended while this round ran
+		}
 		if !l.released && !r.start.Before(l.since) { // an Unlock since then wins
 			l.until, l.since = until, r.start
 			l.extendedLocked() // the context's deadline moves too
 		}
-		l.mu.Unlock()
 		return nil
 	}
 	e := l.c.quorumError("extend", l.key, r, ErrLockLost, 0)
@@ -112,8 +122,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// A quorum said the key is no longer ours: whatever validity was
 		// left is gone.
 		l.mu.Lock()
-		l.until = now
-		l.endLocked(e) // the lock's context ends with this error
+		l.until, l.since = now, r.start // an older round's success cannot undo this
+		l.endLocked(e)                  // the lock's context ends with this error
 		l.mu.Unlock()
 	}
 	return e
@@ -134,10 +144,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
+	ctxLive := ctx.Err() == nil
 	l.mu.Lock()
 	l.released = true
 	l.endLocked(ErrReleased) // the lock's context ends
 	l.mu.Unlock()
+	if ctxLive && ctx.Err() != nil {
+		// ctx is the lock's own context, or derived from it: its end is
+		// this Unlock's doing and must not cut the release short.
+		ctx = context.WithoutCancel(ctx)
+	}
 	if l.ext != nil {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
