@@ -53,7 +53,7 @@ func (e *extender) run(l *Lock, ctx context.Context) {
 	c := l.c
 	defer c.bg.Done()
 	defer close(e.done)
-	t := c.cfg.clock.NewTimer(e.interval)
+	t := c.cfg.clock.NewTimer(e.untilNext(l))
 	defer t.Stop()
 	for n := 0; e.max == 0 || n < e.max; n++ {
 		select {
@@ -63,12 +63,21 @@ func (e *extender) run(l *Lock, ctx context.Context) {
 		case <-c.done:
 			return
 		}
-		ttl, last := l.nextTTL()
-		if ttl == 0 || !e.extend(l, ctx, ttl) || last {
+		if held, last := e.extend(l, ctx); !held || last {
 			return
 		}
-		t.Reset(e.interval)
+		t.Reset(e.untilNext(l))
 	}
+}
+
+// untilNext is the wait before the next extension: the interval counted
+// from the start of the round that set the current validity (which is what
+// the validity counts from), not from when that round returned.
+func (e *extender) untilNext(l *Lock) time.Duration {
+	l.mu.Lock()
+	since := l.since
+	l.mu.Unlock()
+	return e.interval - l.c.cfg.clock.Since(since)
 }
 
 // nextTTL is the ttl of the next automatic extension: the lock's ttl, or
@@ -89,15 +98,21 @@ func (l *Lock) nextTTL() (ttl time.Duration, last bool) {
 }
 
 // extend makes one automatic extension, retrying failures that do not
-// prove the loss as the type comment says. It reports whether the lock is
-// still held.
-func (e *extender) extend(l *Lock, ctx context.Context, ttl time.Duration) bool {
+// prove the loss as the type comment says. Each attempt works out its ttl
+// afresh, so that a retry never carries the lock past WithMaxHold. It
+// reports whether the lock is still held, and whether that extension was
+// the last the limits allow.
+func (e *extender) extend(l *Lock, ctx context.Context) (held, last bool) {
 	c := l.c
 	clk, nt := c.cfg.clock, c.cfg.nodeTimeout
 	var first time.Time // start of the first failed attempt
 	for {
 		if !l.live() {
-			return false // ended, or past the deadline: the context's timer ends it
+			return false, true // ended, or past the deadline: the context's timer ends it
+		}
+		ttl, last := l.nextTTL()
+		if ttl == 0 {
+			return false, true // the hold limit leaves no room for another extension
 		}
 		start := clk.Now()
 		err := l.Extend(ctx, ttl)
@@ -105,13 +120,13 @@ func (e *extender) extend(l *Lock, ctx context.Context, ttl time.Duration) bool 
 			c.onExtend(err)
 		}
 		if err == nil {
-			return true
+			return true, last
 		}
 		var qe *QuorumError
 		if ctx.Err() != nil || !errors.As(err, &qe) {
 			// The lock ended (Unlock, or Extend proved the loss), or the
 			// Client was closed.
-			return false
+			return false, true
 		}
 		if first.IsZero() {
 			first = start
@@ -119,17 +134,17 @@ func (e *extender) extend(l *Lock, ctx context.Context, ttl time.Duration) bool 
 		left := first.Add(nt).Sub(clk.Now())
 		if left <= 0 {
 			l.end(qe)
-			return false
+			return false, true
 		}
 		t := clk.NewTimer(min(left, nt/4+rand.N(nt/4+1)))
 		select {
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return false, true
 		case <-c.done:
 			t.Stop()
-			return false
+			return false, true
 		}
 	}
 }
