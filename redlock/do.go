@@ -34,7 +34,9 @@ import (
 // values, and is bounded by the node timeout.
 //
 // Errors before fn runs are those of Lock: the lock was not acquired, or
-// an argument or option is invalid; fn is then not called.
+// an argument or option is invalid; fn is then not called. Nor is it when
+// the validity left after acquiring is within WithSafetyMargin: Do then
+// releases the lock and returns ErrExpired.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if fn == nil {
 		return errors.New("redlock: Do needs a function to run")
@@ -57,7 +59,10 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 			_ = l.Unlock(release)
 		}
 	}()
-	fnErr := fn(fnCtx)
+	var fnErr error
+	if lctx.Err() == nil {
+		fnErr = fn(fnCtx)
+	} // else the validity left was within the safety margin: fn must not start
 	returned = true
 
 	var cause error

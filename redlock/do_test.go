@@ -167,3 +167,28 @@ func TestDo_cancellingTheCallersContextStopsFnAndReleases(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	requireFree(t, c, nodes, "k")
 }
+
+func TestDo_neverStartsFnWhenTheValidityLeftIsWithinTheMargin(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold())
+	}
+	called := false
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Do(context.Background(), "k", ttl, func(context.Context) error {
+			called = true
+			return nil
+		}, WithSafetyMargin(6*time.Second))
+	}()
+	require.True(t, clk.WaitTimers(1, nil)) // the acquisition round has started
+	clk.Advance(4 * time.Second)            // it takes 4s: 10s - 4s - 102ms of validity is left, under the 6s margin
+	for _, o := range open {
+		o()
+	}
+	err := <-done
+	require.ErrorIs(t, err, ErrExpired)
+	require.False(t, called, "fn ran on a lock whose context had already ended")
+	requireFree(t, c, nodes, "k")
+}
