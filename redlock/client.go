@@ -23,6 +23,8 @@ type Client struct {
 	cfg      clientConfig
 	allStart bool // every pool is a pool.Starter: rounds need no goroutines
 
+	fenceState // epochs seen by fenced acquisitions (fence.go)
+
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{} // closed by Close; also stops automatic extension
@@ -233,8 +235,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 }
 
-// acquire is one acquisition round with a new token.
+// acquire is one acquisition round with a new token (two with fencing).
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	if cfg.fencing {
+		return c.acquireFenced(ctx, key, ttl, cfg)
+	}
 	token, err := newToken()
 	if err != nil {
 		return nil, err
@@ -245,25 +250,35 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		return nil, err
 	}
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
-	validity := until.Sub(c.cfg.clock.Now())
-	if r.ok && validity > cfg.minValidity {
-		l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
-			parent: ctx, ttl: ttl, margin: cfg.margin}
-		// The lock's context and automatic extension (context.go,
-		// autoextend.go) cost nothing unless asked for.
-		if cfg.maxHold > 0 {
-			l.holdEnd = r.start.Add(cfg.maxHold)
-		}
-		if cfg.autoExtend {
-			l.startExtender(cfg)
-		}
-		return l, nil
+	if r.ok && until.Sub(c.cfg.clock.Now()) > cfg.minValidity {
+		return c.newLock(ctx, key, token, ttl, r, until, cfg), nil
 	}
+	return nil, c.failAcquire(ctx, key, token, r, until)
+}
+
+// newLock returns the handle of a lock acquired in round r.
+func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
+	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
+		parent: ctx, ttl: ttl, margin: cfg.margin}
+	// The lock's context and automatic extension (context.go,
+	// autoextend.go) cost nothing unless asked for.
+	if cfg.maxHold > 0 {
+		l.holdEnd = r.start.Add(cfg.maxHold)
+	}
+	if cfg.autoExtend {
+		l.startExtender(cfg)
+	}
+	return l
+}
+
+// failAcquire releases a failed acquisition round and returns its error.
+func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, until time.Time) error {
+	validity := until.Sub(c.cfg.clock.Now())
 	c.releaseFailed(ctx, key, token, r)
 	if !r.ok {
 		validity = 0
 	}
-	return nil, c.quorumError("acquire", key, r, ErrNotAcquired, validity)
+	return c.quorumError("acquire", key, r, ErrNotAcquired, validity)
 }
 
 // releaseFailed undoes a failed acquisition: it releases, and waits for,

@@ -61,7 +61,7 @@ type NodeResult struct {
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
 // context.DeadlineExceeded) speaks only of the caller's context.
 type QuorumError struct {
-	Op       string        // "acquire", "extend" or "unlock"
+	Op       string        // "acquire", "extend", "unlock", or "fence" (WithFencing's second round)
 	Key      string        // the lock key
 	Quorum   int           // nodes needed
 	Nodes    []NodeResult  // every node, in the order the Client was given them
@@ -114,7 +114,7 @@ func (e *QuorumError) Error() string {
 func (e *QuorumError) describe(r NodeResult) string {
 	switch r.Status {
 	case NodeOK:
-		return map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released"}[e.Op]
+		return map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released", "fence": "stored the fence"}[e.Op]
 	case NodeRefused:
 		if e.Op == "acquire" {
 			return "held by another owner"

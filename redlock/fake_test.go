@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// fakeNode is an in-memory node that understands SET NX and the release
-// and extend scripts. Expiry is not modelled: tests that need it use real
+// fakeNode is an in-memory node that understands SET NX and the release,
+// extend and fenced-acquisition scripts. Expiry is not modelled: tests that need it use real
 // Redis. A node can be made to fail every call, or to hold every call
 // until the test opens its gate.
 type fakeNode struct {
@@ -27,6 +28,8 @@ type fakeNode struct {
 	gate   chan struct{}
 	gateOp string // when set, only this operation waits at the gate
 	fail   error
+	failOp string // when set, fail applies only to this operation
+	parked int    // calls that have waited at a gate
 	calls  []string
 	tokens []string // the token of every SET
 }
@@ -60,6 +63,9 @@ func (f *fakeNode) enter(op string) error {
 	if f.gateOp != "" && f.gateOp != op {
 		gate = nil
 	}
+	if gate != nil {
+		f.parked++
+	}
 	f.mu.Unlock()
 	if gate != nil {
 		<-gate
@@ -67,7 +73,7 @@ func (f *fakeNode) enter(op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, op)
-	if f.fail != nil {
+	if f.fail != nil && (f.failOp == "" || f.failOp == op) {
 		return &pool.NodeError{Addr: f.addr, Op: op, Err: f.fail}
 	}
 	return nil
@@ -92,9 +98,40 @@ func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
 }
 
 func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) (any, error) {
-	op := map[*redis.Script]string{releaseScript: "release", extendScript: "extend"}[s]
+	op := map[*redis.Script]string{releaseScript: "release", extendScript: "extend",
+		acquireFencedScript: "acquire-fenced", fenceStoreScript: "fence-store"}[s]
 	if err := f.enter(op); err != nil {
 		return nil, err
+	}
+	switch op {
+	case "acquire-fenced":
+		// KEYS: key, fence key, epoch key; ARGV: token, ttl, epoch.
+		key, fkey, ekey := keysAndArgs[0].(string), keysAndArgs[1].(string), keysAndArgs[2].(string)
+		token, epoch := keysAndArgs[3].(string), keysAndArgs[5].(string)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.tokens = append(f.tokens, token)
+		if _, ok := f.data[key]; ok {
+			return nil, nil
+		}
+		f.data[key] = token
+		if _, ok := f.data[ekey]; !ok {
+			f.data[ekey] = epoch
+		}
+		counter, ok := f.data[fkey]
+		if !ok {
+			counter = "0"
+		}
+		return []any{[]byte(counter), []byte(f.data[ekey])}, nil
+	case "fence-store":
+		fkey, fence := keysAndArgs[0].(string), keysAndArgs[1].(uint64)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		cur, _ := strconv.ParseUint(f.data[fkey], 10, 64)
+		if fence > cur {
+			f.data[fkey] = strconv.FormatUint(fence, 10)
+		}
+		return int64(1), nil
 	}
 	key, token := keysAndArgs[0].(string), keysAndArgs[1].(string)
 	f.mu.Lock()

@@ -14,6 +14,7 @@ type Lock struct {
 	key   string
 	token string
 	acq   *round // the acquisition round; nil for a restored lock
+	fence uint64 // WithFencing: the fencing token; 0 without
 
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown

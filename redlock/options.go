@@ -29,6 +29,7 @@ type clientConfig struct {
 	nodeTimeout time.Duration
 	retry       RetryStrategy
 	clock       clock.Clock
+	onNodeReset func(addr string) // WithNodeReset
 }
 
 func (c *clientConfig) validate() error {
@@ -99,6 +100,8 @@ type lockConfig struct {
 	interval      time.Duration // WithAutoExtend; 0: ttl/3
 	maxHold       time.Duration // WithMaxHold; 0: no limit
 	maxExtensions int           // WithMaxExtensions; 0: no limit
+
+	fencing bool // WithFencing (fence.go)
 }
 
 // WithMinValidity makes an acquisition succeed only when more than d of

@@ -23,12 +23,16 @@ type op struct {
 	// that had not answered it by its decision, the command waits until
 	// that round has settled.
 	after *round
+	// keep makes the round record each node's raw reply (in replies) as
+	// of its decision; the fenced acquisition reads the counters there.
+	keep bool
 }
 
 type outcome struct {
 	i      int
 	status NodeStatus
 	err    error
+	reply  any // the raw reply, only when the op keeps replies
 }
 
 // round is one quorum round: a command sent to every node at once.
@@ -37,6 +41,7 @@ type round struct {
 	op      op
 	start   time.Time     // read before the first command was sent
 	nodes   []NodeResult  // outcomes known when the round was decided
+	replies []any         // with op.keep: the raw replies known at the decision
 	calls   []nodeCall    // one receiver per node
 	ok      bool          // a quorum did what was asked
 	cause   error         // the caller's context error, when it ended the round
@@ -59,7 +64,11 @@ type nodeCall struct {
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
 	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
-	r.late <- outcome{i: nc.i, status: status, err: err}
+	o := outcome{i: nc.i, status: status, err: err}
+	if r.op.keep {
+		o.reply = reply
+	}
+	r.late <- o
 	if r.left.Add(-1) == 0 {
 		if r.cancel != nil {
 			r.cancel()
@@ -108,6 +117,9 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 		late:    make(chan outcome, n),
 		settled: make(chan struct{}),
 	}
+	if o.keep {
+		r.replies = make([]any, n)
+	}
 	for i, p := range c.pools {
 		r.nodes[i].Addr = p.Addr()
 		r.calls[i] = nodeCall{r: r, i: i}
@@ -144,7 +156,7 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 		select {
 		case o := <-r.late:
 			r.pending--
-			r.nodes[o.i].Status, r.nodes[o.i].Err = o.status, o.err
+			r.record(o)
 			if o.status == NodeOK {
 				okCount++
 			} else {
@@ -196,6 +208,14 @@ func (r *round) send(i int, waited bool) {
 	go do()
 }
 
+// record files outcome o of a reply read before the decision.
+func (r *round) record(o outcome) {
+	r.nodes[o.i].Status, r.nodes[o.i].Err = o.status, o.err
+	if r.replies != nil {
+		r.replies[o.i] = o.reply
+	}
+}
+
 // drain records the replies that are already in when the node timeout
 // fires, so that the error does not call a node that answered silent.
 func (r *round) drain() {
@@ -203,7 +223,7 @@ func (r *round) drain() {
 		select {
 		case o := <-r.late:
 			r.pending--
-			r.nodes[o.i].Status, r.nodes[o.i].Err = o.status, o.err
+			r.record(o)
 		default:
 			return
 		}

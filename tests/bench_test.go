@@ -60,9 +60,9 @@ func benchClient(b *testing.B, kind string, addrs []string) *redlock.Client {
 	return c
 }
 
-func lockUnlock(b *testing.B, c *redlock.Client, key string) {
+func lockUnlock(b *testing.B, c *redlock.Client, key string, opts ...redlock.LockOption) {
 	ctx := context.Background()
-	l, err := c.Lock(ctx, key, 10*time.Second)
+	l, err := c.Lock(ctx, key, 10*time.Second, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,6 +81,12 @@ func BenchmarkLockUnlock(b *testing.B) {
 				lockUnlock(b, c, "bench:uncontended")
 			}
 		})
+		b.Run(kind+"/uncontended-fenced", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				lockUnlock(b, c, "bench:uncontended-fenced", redlock.WithFencing())
+			}
+		})
 		b.Run(kind+"/parallel-keys", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(16) // 32 workers on 2 cores
@@ -89,6 +95,17 @@ func BenchmarkLockUnlock(b *testing.B) {
 				key := fmt.Sprintf("bench:parallel:%d", worker.Add(1))
 				for pb.Next() {
 					lockUnlock(b, c, key)
+				}
+			})
+		})
+		b.Run(kind+"/parallel-keys-fenced", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			var worker atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("bench:parallel-fenced:%d", worker.Add(1))
+				for pb.Next() {
+					lockUnlock(b, c, key, redlock.WithFencing())
 				}
 			})
 		})

@@ -1,0 +1,200 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// EpochKey is the key, on every node, that holds the node's epoch: a
+// random value the first fenced acquisition on the node creates (SET NX,
+// no TTL). A node that lost its data comes back without it, so a new value
+// tells the Client that the node's fence counters are gone; see
+// WithNodeReset and docs/fencing.md.
+const EpochKey = "redlock:epoch"
+
+// FenceKey returns the key of the fence counter of lock key on every node:
+// key + ":fence". It has no TTL; do not use it as a lock key of its own.
+func FenceKey(key string) string { return key + ":fence" }
+
+// WithFencing makes TryLock and Lock mint a fencing token with the lock
+// (Lock.Fence). It costs a second quorum round: the acquisition reads each
+// node's fence counter for the key atomically with SET NX, takes the
+// largest counter among the nodes that granted the lock plus one, and
+// stores it back on a quorum of nodes before returning. The time of both
+// rounds counts against the validity. When the second round does not reach
+// a quorum, the lock is released and the acquisition fails with
+// ErrNotAcquired (a *QuorumError with Op "fence").
+//
+// For one key, a lock acquired after another fenced lock was acquired
+// (its TryLock or Lock returned) always has a strictly larger fence, as
+// long as the nodes keep their fence counters (docs/fencing.md). Two locks
+// can share a fence only if mutual exclusion itself already failed: both
+// held a quorum at once. Fences order only fenced acquisitions: every
+// holder of a key that writes to the fenced resource must use WithFencing.
+func WithFencing() LockOption {
+	return lockOption(func(c *lockConfig) { c.fencing = true })
+}
+
+// WithNodeReset sets a function the Client calls (from the acquiring
+// goroutine) when a fenced acquisition finds that a node's epoch
+// (EpochKey) changed since this Client last saw it: the node lost its
+// data, fence counters included. Fences stay monotonic only while fewer
+// nodes than that have lost the last counter; see docs/fencing.md.
+func WithNodeReset(f func(addr string)) Option {
+	return clientOption(func(c *clientConfig) { c.onNodeReset = f })
+}
+
+// Fence returns the lock's fencing token: 0 unless it was acquired with
+// WithFencing (a restored lock has none). Extend keeps it. Pass it with
+// every write to the resource the lock protects, and have the resource
+// refuse a write whose fence is lower than the highest it has accepted.
+func (l *Lock) Fence() uint64 { return l.fence }
+
+// NodeResets returns how many times fenced acquisitions found a node whose
+// epoch had changed (the node lost its data) since New.
+func (c *Client) NodeResets() uint64 {
+	c.epochMu.Lock()
+	defer c.epochMu.Unlock()
+	return c.resets
+}
+
+// fenceReply is what the fenced acquisition script returned on one node.
+type fenceReply struct {
+	counter uint64
+	epoch   string
+}
+
+// parseFenceReply reads {counter, epoch}.
+func parseFenceReply(reply any) (fenceReply, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 2 {
+		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	str := func(v any) (string, bool) {
+		switch v := v.(type) {
+		case []byte:
+			return string(v), true
+		case string:
+			return v, true
+		}
+		return "", false
+	}
+	cs, ok1 := str(vs[0])
+	es, ok2 := str(vs[1])
+	if !ok1 || !ok2 {
+		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	n, err := strconv.ParseUint(cs, 10, 64)
+	if err != nil {
+		return fenceReply{}, fmt.Errorf("fence counter %q: %w", cs, err)
+	}
+	return fenceReply{counter: n, epoch: es}, nil
+}
+
+// fencedStatus reads the reply of the fenced acquisition script: nil when
+// the key is held, {counter, epoch} when the node granted the lock.
+func fencedStatus(addr string, reply any, err error) (NodeStatus, error) {
+	switch {
+	case err != nil:
+		return NodeFailed, err
+	case reply == nil:
+		return NodeRefused, nil
+	}
+	if _, err := parseFenceReply(reply); err != nil {
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
+	}
+	return NodeOK, nil
+}
+
+// fenceOf returns max(counter)+1 over the nodes that granted the lock by
+// the round's decision, and checks their epochs. Equal counters need no
+// tie-break: the fence is a number, not a (number, node) pair, and only
+// the largest counter matters. Nodes that granted after the decision are
+// not read: the quorum that granted in time intersects every quorum that
+// stored an earlier fence, which is all monotonicity needs.
+func (c *Client) fenceOf(r *round) uint64 {
+	var top uint64
+	for i, n := range r.nodes {
+		if n.Status != NodeOK {
+			continue
+		}
+		fr, err := parseFenceReply(r.replies[i])
+		if err != nil {
+			continue // fencedStatus made such a node NodeFailed
+		}
+		top = max(top, fr.counter)
+		c.seeEpoch(i, fr.epoch)
+	}
+	return top + 1
+}
+
+// seeEpoch remembers node i's epoch and reports a change.
+func (c *Client) seeEpoch(i int, epoch string) {
+	c.epochMu.Lock()
+	if c.epochs == nil {
+		c.epochs = make([]string, len(c.pools))
+	}
+	old := c.epochs[i]
+	c.epochs[i] = epoch
+	changed := old != "" && old != epoch
+	if changed {
+		c.resets++
+	}
+	c.epochMu.Unlock()
+	if changed && c.cfg.onNodeReset != nil {
+		c.cfg.onNodeReset(c.pools[i].Addr())
+	}
+}
+
+// acquireFenced is one fenced acquisition: the acquisition round with the
+// fenced script, then the round that stores the fence on a quorum.
+func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	ms := ttl.Milliseconds()
+	fkey := FenceKey(key)
+	r, err := c.run(ctx, false, op{script: acquireFencedScript,
+		args: []any{key, fkey, EpochKey, token, ms, epoch}, status: fencedStatus, keep: true})
+	if err != nil {
+		return nil, err
+	}
+	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
+	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+		return nil, c.failAcquire(ctx, key, token, r, until)
+	}
+	fence := c.fenceOf(r)
+	w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{fkey, fence}, status: scriptStatus})
+	if err != nil {
+		c.releaseFailed(ctx, key, token, r)
+		return nil, err
+	}
+	if !w.ok {
+		c.releaseFailed(ctx, key, token, r)
+		return nil, c.quorumError("fence", key, w, ErrNotAcquired, 0)
+	}
+	// The validity is counted from the first round's start, after both.
+	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+		return nil, c.failAcquire(ctx, key, token, r, until)
+	}
+	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
+	l.fence = fence
+	return l, nil
+}
+
+// fenceState is the Client's view of the nodes' epochs.
+type fenceState struct {
+	epochMu sync.Mutex
+	epochs  []string // per node, the last epoch seen; "" before any
+	resets  uint64
+}

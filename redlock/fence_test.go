@@ -1,0 +1,258 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFence_startsAtOneAndGrowsWithEachAcquisition(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	for want := uint64(1); want <= 5; want++ {
+		l, err := c.TryLock(ctx, "k", ttl, WithFencing())
+		require.NoError(t, err)
+		require.Equal(t, want, l.Fence())
+		require.NoError(t, l.Unlock(ctx))
+	}
+	c.Close()
+	for _, n := range nodes {
+		v, _ := n.get("k:fence")
+		require.Equal(t, "5", v, "%s: the fence is stored on every node that answers", n.addr)
+	}
+}
+
+func TestFence_unfencedLockHasNoFenceAndOneRound(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.Zero(t, l.Fence())
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		require.Zero(t, n.count("fence-store"))
+		_, ok := n.get("k:fence")
+		require.False(t, ok)
+	}
+}
+
+// The [10,0,0,0,0] example: node 1's counter is 10, the others have none.
+// A lock granted by nodes {1,2,3} gets 11 and stores it on that quorum; a
+// later lock granted by {3,4,5} reads 11 on node 3 and gets 12. A naive
+// max over the granting nodes without the store round would give 2.
+func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	nodes[0].set("k:fence", "10")
+	for _, n := range nodes[3:] {
+		n.fail = errors.New("down")
+	}
+	l, err := c.TryLock(ctx, "k", ttl, WithFencing())
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), l.Fence())
+	for _, n := range nodes[:3] {
+		v, _ := n.get("k:fence")
+		require.Equal(t, "11", v)
+	}
+	require.NoError(t, l.Unlock(ctx))
+
+	for _, n := range nodes[3:] {
+		n.mu.Lock()
+		n.fail = nil
+		n.mu.Unlock()
+	}
+	nodes[0].set("k", "foreign")
+	nodes[1].set("k", "foreign")
+	l2, err := c.TryLock(ctx, "k", ttl, WithFencing())
+	require.NoError(t, err)
+	require.Equal(t, uint64(12), l2.Fence(), "a lock on {3,4,5} after the one fenced 11")
+}
+
+func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.fail, n.failOp = errors.New("read only"), "fence-store"
+	}
+	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	require.Equal(t, "fence", qe.Op)
+	require.Equal(t, 3, qe.Count(NodeFailed), "the nodes that could not store the fence")
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held, "%s keeps the lock of a failed fenced acquisition", n.addr)
+	}
+}
+
+func TestFence_validityCountsTheStoreRound(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold("fence-store"))
+	}
+	type result struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
+		done <- result{l, err}
+	}()
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			n.mu.Lock()
+			p := n.parked
+			n.mu.Unlock()
+			if p == 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+	require.True(t, clk.WaitTimers(1, nil)) // the store round's timer
+	clk.Advance(300 * time.Millisecond)
+	for _, o := range open {
+		o()
+	}
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, epoch.Add(ttl-wantDrift), r.l.Until(), "until counts from the first round's start")
+	require.Equal(t, ttl-300*time.Millisecond-wantDrift, r.l.Validity())
+}
+
+func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		open = append(open, n.hold("fence-store"))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		nodes[0].mu.Lock()
+		defer nodes[0].mu.Unlock()
+		return nodes[0].parked > 0
+	}, 5*time.Second, time.Millisecond)
+	require.True(t, clk.WaitTimers(1, nil))
+	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
+	for _, o := range open {
+		o()
+	}
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, c.Close())
+	for _, n := range nodes {
+		_, held := n.get("k")
+		require.False(t, held)
+	}
+}
+
+func TestFence_extendKeepsTheFence(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	l, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(context.Background(), ttl))
+	require.Equal(t, uint64(1), l.Fence())
+}
+
+func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
+	var mu sync.Mutex
+	var reset []string
+	c, nodes, _ := newFakeClient(t, 5, WithNodeReset(func(addr string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reset = append(reset, addr)
+	}))
+	ctx := context.Background()
+	var last uint64
+	acquire := func() {
+		t.Helper()
+		l, err := c.TryLock(ctx, "k", ttl, WithFencing())
+		require.NoError(t, err)
+		require.Equal(t, last+1, l.Fence(), "the other nodes still hold the counter")
+		last = l.Fence()
+		require.NoError(t, l.Unlock(ctx))
+		waitHeldNone(t, nodes, "k")
+	}
+	seen := func() bool { // the client knows node 2's epoch
+		c.epochMu.Lock()
+		defer c.epochMu.Unlock()
+		return c.epochs != nil && c.epochs[1] != ""
+	}
+	for i := 0; i < 1000 && !seen(); i++ { // node 2 may answer after the decisions
+		acquire()
+	}
+	require.True(t, seen())
+	require.Zero(t, c.NodeResets())
+
+	// Node 2 restarts empty: its epoch and counters are gone.
+	nodes[1].mu.Lock()
+	nodes[1].data = map[string]string{}
+	nodes[1].mu.Unlock()
+	for i := 0; i < 1000 && c.NodeResets() == 0; i++ {
+		acquire()
+	}
+	require.Equal(t, uint64(1), c.NodeResets())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{nodes[1].addr}, reset)
+}
+
+// waitHeldNone waits until no node holds key.
+func waitHeldNone(t *testing.T, nodes []*fakeNode, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if _, ok := n.get(key); ok {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+}
+
+func TestFence_concurrentAcquisitionsGetUniqueIncreasingFences(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []uint64 // fences in the order the holders held the lock
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				l, err := c.TryLock(ctx, "k", ttl, WithFencing())
+				for errors.Is(err, ErrNotAcquired) { // the fake clock never ends a retry delay
+					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+					l, err = c.TryLock(ctx, "k", ttl, WithFencing())
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, l.Fence())
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, order, 200)
+	for i := 1; i < len(order); i++ {
+		require.Greater(t, order[i], order[i-1], "fence %d follows %d", order[i], order[i-1])
+	}
+}

@@ -1,0 +1,248 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// fastRetry keeps contended fenced acquisitions moving.
+var fastRetry = redlock.WithRetry(redlock.ExponentialBackoff{Min: 200 * time.Microsecond, Max: 2 * time.Millisecond})
+
+// hammerFences runs clients x workers goroutines that take key total times
+// in all, each recording its fence while it holds the lock, and returns
+// the fences in the order their locks were held. It stops at the deadline.
+func hammerFences(t *testing.T, clients []*redlock.Client, workers, total int, key string, ttl time.Duration) []uint64 {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	var (
+		mu    sync.Mutex
+		order []uint64
+		left  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	left.Store(int64(total))
+	for _, c := range clients {
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					l, err := c.Lock(ctx, key, ttl, redlock.WithFencing(), fastRetry)
+					if err != nil {
+						t.Errorf("lock: %v", err)
+						return
+					}
+					mu.Lock()
+					order = append(order, l.Fence())
+					mu.Unlock()
+					// An unlock that finds the lock lost (a node died under
+					// it) is fine here: only the fences are under test.
+					_ = l.Unlock(ctx)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return order
+}
+
+// requireStrictlyIncreasing checks that fences, in holding order, are
+// unique and strictly increasing.
+func requireStrictlyIncreasing(t *testing.T, fences []uint64) {
+	t.Helper()
+	seen := make(map[uint64]bool, len(fences))
+	for i, f := range fences {
+		require.False(t, seen[f], "fence %d handed out twice", f)
+		seen[f] = true
+		if i > 0 {
+			require.Greater(t, f, fences[i-1], "lock %d got fence %d after fence %d", i, f, fences[i-1])
+		}
+	}
+}
+
+func fenceClients(e *env, n int) []*redlock.Client {
+	cs := make([]*redlock.Client, n)
+	for i := range cs {
+		// Each client has its own pools, as separate processes would.
+		cs[i] = newClient(e.t, newPools(e.t, e.addrs))
+	}
+	return cs
+}
+
+func TestFence_manyClientsGetUniqueIncreasingFences(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	start := time.Now()
+	fences := hammerFences(t, fenceClients(e, 3), 4, 1500, key, longTTL)
+	t.Logf("%d fenced acquisitions in %v", len(fences), time.Since(start))
+	require.Len(t, fences, 1500)
+	requireStrictlyIncreasing(t, fences)
+	for i := range e.nodes {
+		requireValue(t, e.nodes, i, redlock.FenceKey(key), fmt.Sprint(fences[len(fences)-1]))
+	}
+}
+
+// Nodes are killed and restarted with their data (append-only file,
+// fsync on every write) and paused, one at a time, while the clients
+// hammer the key.
+func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	key := newKey(t)
+	clients := fenceClients(e, 3)
+	stop := make(chan struct{})
+	faults := make(chan error, 1)
+	go func() {
+		defer close(faults)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			n := e.nodes[i%len(e.nodes)]
+			var err error
+			if i%2 == 0 {
+				err = errors.Join(n.Kill(), func() error { time.Sleep(30 * time.Millisecond); return n.Restart() }())
+			} else {
+				err = errors.Join(n.Pause(), func() error { time.Sleep(30 * time.Millisecond); return n.Resume() }())
+			}
+			if err != nil {
+				faults <- err
+				return
+			}
+		}
+	}()
+	// A short TTL: a lock left on a killed node expires soon.
+	start := time.Now()
+	fences := hammerFences(t, clients, 4, 400, key, 250*time.Millisecond)
+	close(stop)
+	require.NoError(t, <-faults)
+	t.Logf("%d fenced acquisitions in %v with a node down or paused most of the time", len(fences), time.Since(start))
+	require.Len(t, fences, 400)
+	requireStrictlyIncreasing(t, fences)
+	for _, c := range clients {
+		require.Zero(t, c.NodeResets(), "nodes restarted with their data keep their epoch")
+	}
+}
+
+// The [10,0,0,0,0] example. Node 1's counter is 10, the others have none.
+// A lock granted by {1,2,3} gets 11 and stores it on that quorum (nodes 4
+// and 5 are down and come back empty). A later lock granted by {3,4,5}
+// must get more than 11: it does because node 3 holds 11. A naive max over
+// the granting nodes without the store round would give 11, then 1.
+func TestFence_writeBackRoundCarriesTheFenceToTheNextQuorum(t *testing.T) {
+	e := newEnv(t, 5)
+	key, fkey := newKey(t), ""
+	fkey = redlock.FenceKey(key)
+	c := e.client()
+	ctx := ctxT(t, 10*time.Second)
+	_, err := e.nodes[0].Do("SET", fkey, "10")
+	require.NoError(t, err)
+	for _, i := range []int{3, 4} {
+		require.NoError(t, e.nodes[i].Kill())
+	}
+	l, err := c.TryLock(ctx, key, longTTL, redlock.WithFencing())
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), l.Fence())
+	for i := range 3 {
+		requireValue(t, e.nodes, i, fkey, "11")
+	}
+	require.NoError(t, l.Unlock(ctx))
+
+	for _, i := range []int{3, 4} {
+		require.NoError(t, e.nodes[i].Restart()) // empty: no counter
+		requireAbsent(t, e.nodes, i, fkey)
+	}
+	holdForeign(t, e.nodes, key, 0, 1)
+	require.Eventually(t, func() bool {
+		l, err = c.TryLock(ctx, key, longTTL, redlock.WithFencing())
+		return err == nil // the pools reconnect to the restarted nodes
+	}, quickly, 10*time.Millisecond, "last error: %v", err)
+	require.Equal(t, uint64(12), l.Fence(), "a lock on {3,4,5} after the one fenced 11")
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// A node restarted empty has a new epoch: the client counts it, and the
+// fences stay monotonic because the other nodes still hold the counter.
+func TestFence_nodeRestartedEmptyIsDetected(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	var reset atomic.Value
+	c := e.client(redlock.WithNodeReset(func(addr string) { reset.Store(addr) }))
+	ctx := ctxT(t, 10*time.Second)
+	var last uint64
+	acquire := func() {
+		t.Helper()
+		var l *redlock.Lock
+		var err error
+		require.Eventually(t, func() bool {
+			l, err = c.TryLock(ctx, key, longTTL, redlock.WithFencing())
+			return err == nil
+		}, quickly, 10*time.Millisecond, "last error: %v", err)
+		require.Greater(t, l.Fence(), last)
+		last = l.Fence()
+		require.NoError(t, l.Unlock(ctx))
+	}
+	acquire()
+	// Make sure the client has seen every node's epoch: all five granted.
+	for range 20 {
+		acquire()
+	}
+	require.Zero(t, c.NodeResets())
+	require.NoError(t, e.nodes[2].Kill())
+	require.NoError(t, e.nodes[2].Restart())
+	for deadline := time.Now().Add(5 * time.Second); c.NodeResets() == 0 && time.Now().Before(deadline); {
+		acquire() // node 3 may answer after some decisions
+	}
+	require.Equal(t, uint64(1), c.NodeResets())
+	require.Equal(t, e.addrs[2], reset.Load())
+}
+
+// fencedStore refuses a write whose fence is lower than the highest it
+// has accepted (the store of redlock's Example_fencedStore).
+type fencedStore struct {
+	mu    sync.Mutex
+	fence uint64
+	value string
+}
+
+var errStale = errors.New("stale fence")
+
+func (s *fencedStore) write(fence uint64, v string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence < s.fence {
+		return errStale
+	}
+	s.fence, s.value = fence, v
+	return nil
+}
+
+func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	a, b := e.client(), e.client()
+	ctx := ctxT(t, 10*time.Second)
+	var store fencedStore
+
+	la, err := a.TryLock(ctx, key, 300*time.Millisecond, redlock.WithFencing())
+	require.NoError(t, err)
+	// A stalls past its validity; B takes the lock once it has expired.
+	lb, err := b.Lock(ctx, key, longTTL, redlock.WithFencing())
+	require.NoError(t, err)
+	require.Greater(t, lb.Fence(), la.Fence())
+	require.Zero(t, la.Validity(), "A's lock ran out while it stalled")
+	require.NoError(t, store.write(lb.Fence(), "B"))
+	require.ErrorIs(t, store.write(la.Fence(), "A, late"), errStale)
+	require.Equal(t, "B", store.value)
+	require.NoError(t, lb.Unlock(ctx))
+}
