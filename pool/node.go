@@ -90,14 +90,13 @@ func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 // Eval runs script with EVALSHA, and with EVAL when the node answers
 // NOSCRIPT, bounded by ctx's deadline and the read timeout.
 func (n *Node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
-	var c capture
-	_ = script.SendHash(&c, keysAndArgs...)
-	reply, err := n.call(ctx, c.cmd, c.args)
+	cmd, args := scriptCommand(script, false, keysAndArgs)
+	reply, err := n.call(ctx, cmd, args)
 	if isNoScript(err) {
-		_ = script.Send(&c, keysAndArgs...)
-		reply, err = n.call(ctx, c.cmd, c.args)
+		cmd, args = scriptCommand(script, true, keysAndArgs)
+		reply, err = n.call(ctx, cmd, args)
 	}
-	return reply, n.nodeErr(c.cmd, err)
+	return reply, n.nodeErr(cmd, err)
 }
 
 func (n *Node) call(ctx context.Context, cmd string, args []any) (any, error) {
@@ -127,23 +126,21 @@ func (n *Node) pipeFor(cmd string, args []any) *pipe {
 func (n *Node) Start(rcv Receiver, cmd string, args ...any) {
 	req := getRequest()
 	req.cmd, req.args, req.rcv = cmd, args, rcv
-	p := n.pipeFor(cmd, args)
-	if n.closed.Load() {
-		p.deliver(req, nil, ErrClosed)
-		return
-	}
-	p.start(req)
+	n.startRequest(req)
 }
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
 // or a *NodeError, goes to rcv. It implements Starter.
 func (n *Node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
-	var c capture
-	_ = script.SendHash(&c, keysAndArgs...)
 	req := getRequest()
-	req.cmd, req.args, req.rcv = c.cmd, c.args, rcv
-	req.script, req.keysAndArgs = script, keysAndArgs
-	p := n.pipeFor(c.cmd, c.args)
+	req.cmd, req.args = scriptCommand(script, false, keysAndArgs)
+	req.rcv, req.script, req.keysAndArgs = rcv, script, keysAndArgs
+	n.startRequest(req)
+}
+
+// startRequest queues req on its connection, or fails it on a closed node.
+func (n *Node) startRequest(req *request) {
+	p := n.pipeFor(req.cmd, req.args)
 	if n.closed.Load() {
 		p.deliver(req, nil, ErrClosed)
 		return
@@ -199,6 +196,18 @@ func isNoScript(err error) bool {
 	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT ")
+}
+
+// scriptCommand returns what redigo's Script sends for keysAndArgs:
+// EVALSHA with the script's hash, or EVAL with its source when eval is set.
+func scriptCommand(s *redis.Script, eval bool, keysAndArgs []any) (string, []any) {
+	var c capture
+	if eval {
+		_ = s.Send(&c, keysAndArgs...)
+	} else {
+		_ = s.SendHash(&c, keysAndArgs...)
+	}
+	return c.cmd, c.args
 }
 
 // capture is a redis.Conn that only records what would be sent: it turns

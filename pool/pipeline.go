@@ -159,9 +159,7 @@ func (p *pipe) deliver(req *request, reply any, err error) {
 		return
 	}
 	if req.script != nil && req.cmd == "EVALSHA" && isNoScript(err) {
-		var c capture
-		_ = req.script.Send(&c, req.keysAndArgs...)
-		req.cmd, req.args = c.cmd, c.args
+		req.cmd, req.args = scriptCommand(req.script, true, req.keysAndArgs)
 		p.start(req)
 		return
 	}

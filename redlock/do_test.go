@@ -158,7 +158,11 @@ func TestDo_cancellingTheCallersContextStopsFnAndReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	err := c.Do(ctx, "k", ttl, func(fnCtx context.Context) error {
 		cancel()
-		<-fnCtx.Done()
+		select {
+		case <-fnCtx.Done():
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context did not end with the caller's")
+		}
 		if !errors.Is(context.Cause(fnCtx), context.Canceled) {
 			return errors.New("fn's context ended for another reason")
 		}

@@ -111,10 +111,13 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
+// doneByOp says what a node that answered NodeOK did, by round.
+var doneByOp = map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released", "fence": "stored the fence"}
+
 func (e *QuorumError) describe(r NodeResult) string {
 	switch r.Status {
 	case NodeOK:
-		return map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released", "fence": "stored the fence"}[e.Op]
+		return doneByOp[e.Op]
 	case NodeRefused:
 		if e.Op == "acquire" {
 			return "held by another owner"
