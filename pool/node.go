@@ -35,6 +35,7 @@ type Node struct {
 	cfg    config
 	secret string
 	opts   []redis.DialOption
+	pubOpt []redis.DialOption // for DialPubSub: deadlines applied exactly
 	pipes  []*pipe
 	seed   maphash.Seed
 	closed atomic.Bool
@@ -42,8 +43,9 @@ type Node struct {
 }
 
 var (
-	_ Pool    = (*Node)(nil)
-	_ Starter = (*Node)(nil)
+	_ Pool       = (*Node)(nil)
+	_ Starter    = (*Node)(nil)
+	_ Subscriber = (*Node)(nil)
 )
 
 // New returns a pipelined pool for the Redis node at addr ("host:port"). It
@@ -63,7 +65,8 @@ func New(addr string, opts ...Option) (*Node, error) {
 		return nil, err
 	}
 	dialOpts := append(cfg.dialOptions(host), redis.DialContextFunc(dialLazy(cfg.dialTimeout)))
-	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, seed: maphash.MakeSeed()}
+	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts,
+		pubOpt: cfg.dialOptions(host), seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
 		n.pipes[i] = newPipe(n)
@@ -74,6 +77,20 @@ func New(addr string, opts ...Option) (*Node, error) {
 // dial opens one connection, bounded by ctx and the dial timeout.
 func (n *Node) dial(ctx context.Context) (redis.Conn, error) {
 	return redis.DialContext(ctx, "tcp", n.addr, n.opts...)
+}
+
+// DialPubSub opens a connection of its own to the node, with the node's
+// dial options (timeouts, credentials, database, TLS, client name), for
+// SUBSCRIBE. It implements Subscriber. It fails with ErrClosed after Close.
+func (n *Node) DialPubSub(ctx context.Context) (redis.Conn, error) {
+	if n.closed.Load() {
+		return nil, wrapErr(n.addr, "dial", ErrClosed, "")
+	}
+	c, err := redis.DialContext(ctx, "tcp", n.addr, n.pubOpt...)
+	if err != nil {
+		return nil, wrapErr(n.addr, "dial", err, n.secret)
+	}
+	return c, nil
 }
 
 // Addr returns the node's address as given to New.

@@ -49,6 +49,19 @@ type Starter interface {
 	StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any)
 }
 
+// Subscriber is implemented by pools that can open a connection of its own
+// for publish/subscribe. The lock client uses one such connection per node
+// to hear that a lock was released, so that a waiting Lock tries again at
+// once instead of sleeping blind. Node and the pools of FromRedigo
+// implement it.
+type Subscriber interface {
+	// DialPubSub returns a new connection to the node that no other call
+	// uses, authenticated and on the pool's database; the caller closes
+	// it. Connecting is bounded by ctx and the pool's dial timeout.
+	// Errors are *NodeError values with Op "dial".
+	DialPubSub(ctx context.Context) (redis.Conn, error)
+}
+
 // ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.
 var ErrClosed = errors.New("redlock/pool: pool closed")
 
@@ -90,11 +103,26 @@ func wrapErr(addr, op string, err error, secret string) error {
 	if err == nil {
 		return nil
 	}
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(string(re), "ERR Protocol error: unauthenticated") {
+		// Redis answers a long command from an unauthenticated client
+		// with a protocol error, not NOAUTH, and closes the connection.
+		err = noAuthError{re}
+	}
 	if secret != "" && strings.Contains(err.Error(), secret) {
 		err = redactedError{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), cause: err}
 	}
 	return &NodeError{Addr: addr, Op: op, Err: err}
 }
+
+// noAuthError says what a protocol error about an unauthenticated
+// command means.
+type noAuthError struct{ cause redis.Error }
+
+func (e noAuthError) Error() string {
+	return "the node requires authentication (NOAUTH; it answered: " + string(e.cause) + ")"
+}
+func (e noAuthError) Unwrap() error { return e.cause }
 
 // redactedError keeps the cause's identity for errors.Is while its text
 // has the secret removed.

@@ -19,7 +19,8 @@ const DefaultCommandTimeout = 1 * time.Second
 // DefaultCommandTimeout when there is none, even when p's connections were
 // dialled without timeouts; connecting is bounded by the deadline only when
 // p dials with DialContext (redigo's Dial takes no context). Close closes p.
-// A nil p gives a nil Pool.
+// A nil p gives a nil Pool. The pool implements Subscriber: a waiting
+// lock client keeps one of p's connections for SUBSCRIBE.
 func FromRedigo(p *redis.Pool, addr string) Pool {
 	if p == nil {
 		return nil // so that redlock.New reports the nil pool
@@ -64,6 +65,19 @@ func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string,
 	}
 	reply, err := run(c, timeout, script, cmd, args)
 	return reply, wrapErr(r.addr, op, err, "")
+}
+
+// DialPubSub takes a connection from the redigo pool for SUBSCRIBE; closing
+// it gives it back (redigo unsubscribes it first).
+func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
+	if r.closed.Load() {
+		return nil, wrapErr(r.addr, "dial", ErrClosed, "")
+	}
+	c, err := r.p.GetContext(ctx)
+	if err != nil {
+		return nil, wrapErr(r.addr, "dial", err, "")
+	}
+	return c, nil
 }
 
 func (r *redigoPool) Close() error {

@@ -23,7 +23,8 @@ type Client struct {
 	cfg      clientConfig
 	allStart bool // every pool is a pool.Starter: rounds need no goroutines
 
-	fenceState // epochs seen by fenced acquisitions (fence.go)
+	fenceState          // epochs seen by fenced acquisitions (fence.go)
+	notify     notifier // release announcements for waiting Lock calls (notify.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -58,12 +59,16 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		nodeTimeout: DefaultNodeTimeout,
 		retry:       DefaultRetry,
 		clock:       clock.Real(),
+		window:      windowAuto,
 	}
 	for _, o := range opts {
 		o.applyClient(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.window == windowAuto {
+		cfg.window = cfg.nodeTimeout
 	}
 	c := &Client{
 		pools:    append([]pool.Pool(nil), pools...),
@@ -72,6 +77,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		done:     make(chan struct{}),
 		allStart: true,
 	}
+	c.notify.c = c
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {
 			c.allStart = false
@@ -100,6 +106,7 @@ func (c *Client) Close() error {
 		close(c.done)
 	}
 	c.mu.Unlock()
+	c.notify.close()
 	c.bg.Wait()
 	return nil
 }
@@ -196,64 +203,55 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, key, ttl, cfg)
+	l, _, err := c.acquire(ctx, key, ttl, cfg, nil)
+	return l, err
 }
 
-// Lock takes key for ttl, trying round after round until it succeeds or ctx
-// ends. Between rounds it waits as the retry strategy says (WithRetry;
-// default DefaultRetry: random, growing from about 10ms to 250ms); a
-// strategy that gives up ends Lock with the last round's error. When ctx
-// ends first the error matches both ErrNotAcquired and ctx.Err(). Each
-// round uses a new token, so that a late release from a failed round can
-// never remove what a later round set. Other errors are as for TryLock.
-func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	cfg, err := c.lockConfig(key, ttl, opts)
-	if err != nil {
-		return nil, err
-	}
-	for failures := 1; ; failures++ {
-		l, err := c.acquire(ctx, key, ttl, cfg)
-		var qe *QuorumError
-		if err == nil || !errors.As(err, &qe) || qe.Cause != nil {
-			return l, err
-		}
-		delay, again := cfg.retry.NextDelay(failures)
-		if !again {
-			return nil, err
-		}
-		t := c.cfg.clock.NewTimer(delay)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			qe.Cause = ctx.Err()
-			return nil, qe
-		case <-c.done:
-			t.Stop()
-			return nil, errors.Join(ErrClosed, err)
-		}
-	}
-}
-
-// acquire is one acquisition round with a new token (two with fencing).
-func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+// acquire is one acquisition round with a new token (two with fencing),
+// for the waiting Lock call w (nil for TryLock). It returns the round too,
+// nil when none was sent, so that a waiting Lock can read the refusals.
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) (*Lock, *round, error) {
 	if cfg.fencing {
-		return c.acquireFenced(ctx, key, ttl, cfg)
+		return c.acquireFenced(ctx, key, ttl, cfg, w)
 	}
 	token, err := newToken()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ms := ttl.Milliseconds()
-	r, err := c.run(ctx, false, op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus})
+	r, err := c.run(ctx, false, op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, nil),
+		status: acquireStatus, keep: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	if r.ok && until.Sub(c.cfg.clock.Now()) > cfg.minValidity {
-		return c.newLock(ctx, key, token, ttl, r, until, cfg), nil
+		return c.newLock(ctx, key, token, ttl, r, until, cfg), r, nil
 	}
-	return nil, c.failAcquire(ctx, key, token, r, until)
+	return nil, r, c.failAcquire(ctx, key, token, r, until)
+}
+
+// acquireArgs are the acquisition script's keys and arguments; fence is
+// nil, or the fence counter key and a new epoch.
+func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any) []any {
+	id, prio := "", ""
+	if w != nil {
+		id, prio = w.id, w.priority
+	}
+	nkeys := 4
+	if fence != nil {
+		nkeys = 6
+	}
+	args := make([]any, 0, 13)
+	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key), reservedKey(key))
+	if fence != nil {
+		args = append(args, fence[0], EpochKey)
+	}
+	args = append(args, token, ms, id, prio, c.entrySlack().Milliseconds())
+	if fence != nil {
+		args = append(args, fence[1])
+	}
+	return args
 }
 
 // newLock returns the handle of a lock acquired in round r.
@@ -278,7 +276,9 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 	if !r.ok {
 		validity = 0
 	}
-	return c.quorumError("acquire", key, r, ErrNotAcquired, validity)
+	e := c.quorumError("acquire", key, r, ErrNotAcquired, validity)
+	c.readRefusals(e, r)
+	return e
 }
 
 // releaseFailed undoes a failed acquisition: it releases, and waits for,
@@ -289,7 +289,7 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round)
 	release := func(p pool.Pool) {
 		ctx, cancel := c.nodeContext(ctx)
 		defer cancel()
-		_, _ = p.Eval(ctx, releaseScript, key, token)
+		_, _ = p.Eval(ctx, releaseScript, releaseArgs(key, token, "", c.windowMs())...)
 	}
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {

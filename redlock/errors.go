@@ -53,6 +53,12 @@ type NodeResult struct {
 	Addr   string     // the node's address
 	Status NodeStatus // what the node did
 	Err    error      // the node's error when Status is NodeFailed
+	// On a refused acquisition: how long the holder's key had left on the
+	// node, or, with Reserved, how long the node keeps the free key for a
+	// waiting Lock call (WithHandoffWindow); -1 when the key has no TTL.
+	// Zero otherwise.
+	TTL      time.Duration
+	Reserved bool // the key was free but kept for a waiting Lock call
 }
 
 // QuorumError is returned when a round did not reach a quorum. It matches
@@ -66,8 +72,16 @@ type QuorumError struct {
 	Quorum   int           // nodes needed
 	Nodes    []NodeResult  // every node, in the order the Client was given them
 	Validity time.Duration // when a quorum agreed but too little validity was left: what was left (may be negative)
-	Err      error         // ErrNotAcquired or ErrLockLost
-	Cause    error         // the caller's context error, when the context ended the round
+	// RetryAfter, on a refused acquisition, is how long until enough of the
+	// refusing nodes' keys run out (or their reservations for a waiting
+	// Lock lapse) that a quorum could grant, from the TTLs they reported,
+	// counting failed and silent nodes as if they could grant: the
+	// earliest a new round can succeed unless the holder releases first.
+	// 0 when it cannot be told (a key without TTL) or when the refusals
+	// alone do not rule out a quorum.
+	RetryAfter time.Duration
+	Err        error // ErrNotAcquired or ErrLockLost
+	Cause      error // the caller's context error, when the context ended the round
 }
 
 // Count returns how many nodes ended the round with status s.
@@ -119,10 +133,15 @@ func (e *QuorumError) describe(r NodeResult) string {
 	case NodeOK:
 		return doneByOp[e.Op]
 	case NodeRefused:
-		if e.Op == "acquire" {
-			return "held by another owner"
+		switch {
+		case e.Op != "acquire":
+			return "not held by us"
+		case r.Reserved:
+			return fmt.Sprintf("kept for a waiting Lock (%v left)", r.TTL)
+		case r.TTL > 0:
+			return fmt.Sprintf("held by another owner (%v left)", r.TTL)
 		}
-		return "not held by us"
+		return "held by another owner"
 	case NodeFailed:
 		return "failed: " + r.Err.Error()
 	default:

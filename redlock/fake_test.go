@@ -16,8 +16,8 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// fakeNode is an in-memory node that understands SET NX and the release,
-// extend and fenced-acquisition scripts. Expiry is not modelled: tests that need it use real
+// fakeNode is an in-memory node that understands the acquisition,
+// release, extend and fence scripts. Expiry is not modelled: tests that need it use real
 // Redis. A node can be made to fail every call, or to hold every call
 // until the test opens its gate.
 type fakeNode struct {
@@ -79,42 +79,41 @@ func (f *fakeNode) enter(op string) error {
 	return nil
 }
 
-func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
+func (f *fakeNode) Do(_ context.Context, cmd string, _ ...any) (any, error) {
 	if err := f.enter(cmd); err != nil {
 		return nil, err
 	}
-	if cmd != "SET" {
-		return nil, fmt.Errorf("fake: unexpected command %s", cmd)
-	}
-	key, token := args[0].(string), args[1].(string)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.tokens = append(f.tokens, token)
-	if _, ok := f.data[key]; ok {
-		return nil, nil
-	}
-	f.data[key] = token
-	return "OK", nil
+	return nil, fmt.Errorf("fake: unexpected command %s", cmd)
 }
 
+// Eval runs the scripts. The acquisition script counts as "SET" (calls,
+// gates and failures); its queue and reservation keys are not modelled,
+// and a held key reports no TTL (-1), so waits use the retry strategy.
 func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) (any, error) {
-	op := map[*redis.Script]string{releaseScript: "release", extendScript: "extend",
-		acquireFencedScript: "acquire-fenced", fenceStoreScript: "fence-store"}[s]
+	op := map[*redis.Script]string{acquireScript: "SET", releaseScript: "release", extendScript: "extend",
+		leaveScript: "leave", fenceStoreScript: "fence-store"}[s]
 	if err := f.enter(op); err != nil {
 		return nil, err
 	}
 	switch op {
-	case "acquire-fenced":
-		// KEYS: key, fence key, epoch key; ARGV: token, ttl, epoch.
-		key, fkey, ekey := keysAndArgs[0].(string), keysAndArgs[1].(string), keysAndArgs[2].(string)
-		token, epoch := keysAndArgs[3].(string), keysAndArgs[5].(string)
+	case "SET":
+		// KEYS: key, waiters, deadlines, reservation[, fence key, epoch
+		// key]; ARGV: token, ttl, waiter id, priority, slack[, epoch].
+		nkeys := keysAndArgs[0].(int)
+		key := keysAndArgs[1].(string)
+		argv := keysAndArgs[1+nkeys:]
+		token := argv[0].(string)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.tokens = append(f.tokens, token)
 		if _, ok := f.data[key]; ok {
-			return nil, nil
+			return []any{int64(codeHeld), int64(-1), int64(-1)}, nil
 		}
 		f.data[key] = token
+		if nkeys == 4 {
+			return []any{int64(codeAcquired)}, nil
+		}
+		fkey, ekey, epoch := keysAndArgs[5].(string), keysAndArgs[6].(string), argv[5].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}
@@ -122,7 +121,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		if !ok {
 			counter = "0"
 		}
-		return []any{[]byte(counter), []byte(f.data[ekey])}, nil
+		return []any{int64(codeAcquired), []byte(counter), []byte(f.data[ekey])}, nil
 	case "fence-store":
 		fkey, fence := keysAndArgs[0].(string), keysAndArgs[1].(uint64)
 		f.mu.Lock()
@@ -132,8 +131,15 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 			f.data[fkey] = strconv.FormatUint(fence, 10)
 		}
 		return int64(1), nil
+	case "leave":
+		return int64(1), nil
 	}
-	key, token := keysAndArgs[0].(string), keysAndArgs[1].(string)
+	// release and extend: KEYS[1] the key; ARGV[1] the token.
+	nkeys := 1
+	if op == "release" {
+		nkeys = 4
+	}
+	key, token := keysAndArgs[0].(string), keysAndArgs[nkeys].(string)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.data[key] != token {

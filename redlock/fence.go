@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/quorumlock/redlock/pool"
 )
 
 // EpochKey is the key, on every node, that holds the node's epoch: a
@@ -63,29 +61,21 @@ func (c *Client) NodeResets() uint64 {
 	return c.resets
 }
 
-// fenceReply is what the fenced acquisition script returned on one node.
+// fenceReply is what a node that granted a fenced acquisition returned:
+// its fence counter for the key and its epoch.
 type fenceReply struct {
 	counter uint64
 	epoch   string
 }
 
-// parseFenceReply reads {counter, epoch}.
+// parseFenceReply reads {1, counter, epoch}.
 func parseFenceReply(reply any) (fenceReply, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 2 {
+	if !ok || len(vs) != 3 {
 		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
 	}
-	str := func(v any) (string, bool) {
-		switch v := v.(type) {
-		case []byte:
-			return string(v), true
-		case string:
-			return v, true
-		}
-		return "", false
-	}
-	cs, ok1 := str(vs[0])
-	es, ok2 := str(vs[1])
+	cs, ok1 := replyString(vs[1])
+	es, ok2 := replyString(vs[2])
 	if !ok1 || !ok2 {
 		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
 	}
@@ -94,21 +84,6 @@ func parseFenceReply(reply any) (fenceReply, error) {
 		return fenceReply{}, fmt.Errorf("fence counter %q: %w", cs, err)
 	}
 	return fenceReply{counter: n, epoch: es}, nil
-}
-
-// fencedStatus reads the reply of the fenced acquisition script: nil when
-// the key is held, {counter, epoch} when the node granted the lock.
-func fencedStatus(addr string, reply any, err error) (NodeStatus, error) {
-	switch {
-	case err != nil:
-		return NodeFailed, err
-	case reply == nil:
-		return NodeRefused, nil
-	}
-	if _, err := parseFenceReply(reply); err != nil {
-		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
-	}
-	return NodeOK, nil
 }
 
 // fenceOf returns max(counter)+1 over the nodes that granted the lock by
@@ -125,7 +100,7 @@ func (c *Client) fenceOf(r *round) uint64 {
 		}
 		fr, err := parseFenceReply(r.replies[i])
 		if err != nil {
-			continue // fencedStatus made such a node NodeFailed
+			continue // acquireStatus made such a node NodeFailed
 		}
 		top = max(top, fr.counter)
 		c.seeEpoch(i, fr.epoch)
@@ -153,43 +128,43 @@ func (c *Client) seeEpoch(i int, epoch string) {
 
 // acquireFenced is one fenced acquisition: the acquisition round with the
 // fenced script, then the round that stores the fence on a quorum.
-func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, wt *waiter) (*Lock, *round, error) {
 	token, err := newToken()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	epoch, err := newToken()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ms := ttl.Milliseconds()
 	fkey := FenceKey(key)
-	r, err := c.run(ctx, false, op{script: acquireFencedScript,
-		args: []any{key, fkey, EpochKey, token, ms, epoch}, status: fencedStatus, keep: true})
+	r, err := c.run(ctx, false, op{script: acquireScript,
+		args: c.acquireArgs(key, token, ms, wt, []any{fkey, epoch}), status: acquireStatus, keep: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, c.failAcquire(ctx, key, token, r, until)
+		return nil, r, c.failAcquire(ctx, key, token, r, until)
 	}
 	fence := c.fenceOf(r)
 	w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{fkey, fence}, status: scriptStatus})
 	if err != nil {
 		c.releaseFailed(ctx, key, token, r)
-		return nil, err
+		return nil, nil, err
 	}
 	if !w.ok {
 		c.releaseFailed(ctx, key, token, r)
-		return nil, c.quorumError("fence", key, w, ErrNotAcquired, 0)
+		return nil, nil, c.quorumError("fence", key, w, ErrNotAcquired, 0)
 	}
 	// The validity is counted from the first round's start, after both.
 	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, c.failAcquire(ctx, key, token, r, until)
+		return nil, r, c.failAcquire(ctx, key, token, r, until)
 	}
 	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
 	l.fence = fence
-	return l, nil
+	return l, r, nil
 }
 
 // fenceState is the Client's view of the nodes' epochs.

@@ -15,6 +15,9 @@ type Lock struct {
 	token string
 	acq   *round // the acquisition round; nil for a restored lock
 	fence uint64 // WithFencing: the fencing token; 0 without
+	// waited is the queue id the lock was waited for with; its release
+	// drops any entry a node still has for it. "" when it did not wait.
+	waited string
 
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown
@@ -158,7 +161,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.ext != nil {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
-	r, err := l.c.run(ctx, true, op{script: releaseScript, args: []any{l.key, l.token}, status: scriptStatus, after: l.acq})
+	r, err := l.c.run(ctx, true, op{script: releaseScript, args: releaseArgs(l.key, l.token, l.waited, l.c.windowMs()), status: scriptStatus, after: l.acq})
 	if err != nil {
 		return err
 	}

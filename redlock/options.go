@@ -30,7 +30,12 @@ type clientConfig struct {
 	retry       RetryStrategy
 	clock       clock.Clock
 	onNodeReset func(addr string) // WithNodeReset
+	window      time.Duration     // WithHandoffWindow; windowAuto: 2 node timeouts
 }
+
+// windowAuto marks the hand-off window as not set: New makes it two node
+// timeouts.
+const windowAuto = -1
 
 func (c *clientConfig) validate() error {
 	switch {
@@ -40,6 +45,10 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("redlock: node timeout %v must be positive", c.nodeTimeout)
 	case c.clock == nil:
 		return fmt.Errorf("redlock: clock is nil")
+	case c.window < 0 && c.window != windowAuto:
+		return fmt.Errorf("redlock: hand-off window %v must not be negative", c.window)
+	case c.window > 0 && c.window < time.Millisecond:
+		return fmt.Errorf("redlock: hand-off window %v is under the 1ms Redis resolution", c.window)
 	}
 	return validateRetry(c.retry)
 }
@@ -70,6 +79,24 @@ func WithDriftFactor(f float64) Option {
 // must be positive.
 func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.nodeTimeout = d })
+}
+
+// WithHandoffWindow sets how long a release keeps the key for the waiter
+// that has waited longest, so that the lock goes to waiters in the order
+// they began waiting instead of to whoever asks first (the releasing
+// worker, most often). Waiting Lock calls queue on every node; a release
+// reserves the key on each node for the head of that node's queue, for at
+// most d, and announces it; the head's next round takes it, and everyone
+// else's is refused until then or until d passes. The reservation only
+// adds refusals: mutual exclusion rests on SET NX as always. See
+// docs/waiting.md.
+//
+// Default: two node timeouts (100ms with the default node timeout), time
+// enough for the head to hear of the release and ask. d = 0 turns queueing
+// off: a release wakes every waiter and the fastest wins. New rejects a
+// negative d, or one under 1ms.
+func WithHandoffWindow(d time.Duration) Option {
+	return clientOption(func(c *clientConfig) { c.window = d })
 }
 
 // WithClock makes the Client measure time on c instead of the system clock;

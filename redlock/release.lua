@@ -1,7 +1,44 @@
--- Release: delete the lock key only while it holds our token.
--- KEYS[1] the lock key; ARGV[1] the owner token.
+-- Release: delete the lock key only while it holds our token, keep the
+-- key for the longest waiter for a short window, and announce the release.
+-- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
+-- KEYS[3] the waiters' deadlines (hash, node time in µs); KEYS[4] the
+-- reservation.
+-- ARGV[1] the owner token; ARGV[2] the channel that announces releases of
+-- the key; ARGV[3] the reservation window in ms, 0 for none; ARGV[4] the
+-- queue id the lock was waited for with, "" for none (a node that missed
+-- the acquisition may still have it queued).
+-- Publishes the id of the waiter the key is kept for ("" for none).
 -- Returns 1 when the key was ours and is gone, 0 when it was not ours.
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	return redis.call("DEL", KEYS[1])
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
 end
-return 0
+redis.call("DEL", KEYS[1])
+if ARGV[4] ~= "" then
+	redis.call("ZREM", KEYS[2], ARGV[4])
+	redis.call("HDEL", KEYS[3], ARGV[4])
+end
+local next = ""
+if tonumber(ARGV[3]) > 0 then
+	local t = redis.call("TIME")
+	local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	-- Stale entries (waiters that left without saying so) are dropped
+	-- from the head of the queue; a bounded number per release.
+	for _ = 1, 64 do
+		local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+		if not head then
+			break
+		end
+		local deadline = tonumber(redis.call("HGET", KEYS[3], head))
+		if deadline and deadline > now then
+			next = head
+			break
+		end
+		redis.call("ZREM", KEYS[2], head)
+		redis.call("HDEL", KEYS[3], head)
+	end
+	if next ~= "" then
+		redis.call("SET", KEYS[4], next, "PX", ARGV[3])
+	end
+end
+redis.call("PUBLISH", ARGV[2], next)
+return 1

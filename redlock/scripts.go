@@ -7,19 +7,42 @@ import (
 )
 
 var (
+	//go:embed acquire.lua
+	acquireSource string
 	//go:embed release.lua
 	releaseSource string
+	//go:embed leave.lua
+	leaveSource string
 	//go:embed extend.lua
 	extendSource string
-	//go:embed acquire_fenced.lua
-	acquireFencedSource string
 	//go:embed fence_store.lua
 	fenceStoreSource string
 
-	// The scripts take the key in KEYS and every value in ARGV; nothing is
-	// ever interpolated into their source.
-	releaseScript       = redis.NewScript(1, releaseSource)
-	extendScript        = redis.NewScript(1, extendSource)
-	acquireFencedScript = redis.NewScript(3, acquireFencedSource)
-	fenceStoreScript    = redis.NewScript(1, fenceStoreSource)
+	// The scripts take the keys in KEYS and every value in ARGV; nothing
+	// is ever interpolated into their source. The acquisition script takes
+	// 4 keys, 6 with fencing, so its key count goes with each call.
+	acquireScript    = redis.NewScript(-1, acquireSource)
+	releaseScript    = redis.NewScript(4, releaseSource)
+	leaveScript      = redis.NewScript(3, leaveSource)
+	extendScript     = redis.NewScript(1, extendSource)
+	fenceStoreScript = redis.NewScript(1, fenceStoreSource)
 )
+
+// The keys and the channel that go with a lock key. They are derived from
+// the key alone, so that every client of a key agrees on them.
+func waitersKey(key string) string   { return key + ":waiters" }
+func deadlinesKey(key string) string { return key + ":waiters:until" }
+func reservedKey(key string) string  { return key + ":next" }
+
+// ReleaseChannel returns the pub/sub channel on which every node announces
+// that lock key was released: "redlock:released:" + key. The message is
+// the id of the waiting Lock call the key is kept for, or empty. Waiting
+// Lock calls subscribe to it; nothing else needs to.
+func ReleaseChannel(key string) string { return "redlock:released:" + key }
+
+// releaseArgs are the release script's keys and arguments for key and
+// token; waited is the queue id the lock was waited for with ("" for
+// none), window the reservation window in ms (0 for none).
+func releaseArgs(key, token, waited string, window int64) []any {
+	return []any{key, waitersKey(key), deadlinesKey(key), reservedKey(key), token, ReleaseChannel(key), window, waited}
+}

@@ -1,0 +1,386 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Pub/sub connection upkeep.
+const (
+	// pubsubPing is how often an idle pub/sub connection is pinged; one
+	// that has read nothing for pubsubDead is taken for dead and dialled
+	// again, so a node that hangs costs its announcements for that long.
+	pubsubPing = time.Second
+	pubsubDead = 3 * pubsubPing
+	// Dialling a node's pub/sub connection again after a failure waits
+	// from redialMin, doubling, up to redialMax.
+	redialMin = 10 * time.Millisecond
+	redialMax = time.Second
+)
+
+// notifier hears the release announcements of the keys that the Client's
+// Lock calls wait for. It keeps one pub/sub connection per node (for the
+// pools that implement pool.Subscriber), opened when the first Lock call
+// waits and kept until Close; a key's channel is subscribed while at
+// least one Lock call waits for it, on every node, and again after a
+// connection is dialled anew.
+type notifier struct {
+	c      *Client
+	mu     sync.Mutex
+	keys   map[string]*keyWait // by channel
+	nodes  []*subNode          // nil until the first wait
+	closed bool
+	ctx    context.Context // ends with Close: stops dialling
+	cancel context.CancelFunc
+}
+
+// keyWait is one key's subscription: the Lock calls waiting for it and
+// the nodes on which the subscription is confirmed.
+type keyWait struct {
+	channel   string
+	waiters   map[*waiter]struct{}
+	confirmed []bool        // per node: subscribed on its current connection
+	count     int           // nodes confirmed
+	ready     chan struct{} // closed once a quorum of nodes confirmed
+	isReady   bool
+}
+
+// subNode is one node's pub/sub connection. wmu orders the commands
+// written to it; the subscription state is under the notifier's mu, taken
+// inside wmu.
+type subNode struct {
+	i   int
+	sub pool.Subscriber
+	wmu sync.Mutex
+	// Under wmu:
+	conn redis.Conn // nil while disconnected
+	// Under notifier.mu:
+	subscribed map[string]bool // channels the connection was last told to subscribe
+	pending    map[string]int  // SUBSCRIBEs not yet acknowledged, by channel
+}
+
+// join subscribes w to key's announcements and returns its subscription;
+// nil on a closed Client.
+func (n *notifier) join(key string, w *waiter) *keyWait {
+	ch := ReleaseChannel(key)
+	n.mu.Lock()
+	if n.closed || !n.startLocked() {
+		n.mu.Unlock()
+		return nil
+	}
+	kw, ok := n.keys[ch]
+	if !ok {
+		kw = &keyWait{channel: ch, waiters: map[*waiter]struct{}{},
+			confirmed: make([]bool, len(n.nodes)), ready: make(chan struct{})}
+		n.keys[ch] = kw
+	}
+	kw.waiters[w] = struct{}{}
+	n.mu.Unlock()
+	if !ok {
+		n.syncAll(ch)
+	}
+	return kw
+}
+
+// leave ends w's subscription; the last waiter of a key unsubscribes it.
+func (n *notifier) leave(w *waiter) {
+	kw := w.kw
+	w.kw = nil
+	n.mu.Lock()
+	delete(kw.waiters, w)
+	last := len(kw.waiters) == 0 && n.keys[kw.channel] == kw
+	if last {
+		delete(n.keys, kw.channel)
+	}
+	n.mu.Unlock()
+	if last {
+		n.syncAll(kw.channel)
+	}
+}
+
+// armed reports whether kw is confirmed on a quorum of nodes: a release
+// from then on is announced on at least one node where it is heard, since
+// a release reaches a quorum too.
+func (n *notifier) armed(kw *keyWait) bool {
+	if kw == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return kw.isReady && kw.count >= n.c.quorum
+}
+
+// waitArmed waits, at most one node timeout, until kw is armed; it
+// reports whether it is.
+func (n *notifier) waitArmed(ctx context.Context, kw *keyWait) bool {
+	if kw == nil || !n.possible() {
+		return false
+	}
+	t := n.c.cfg.clock.NewTimer(n.c.cfg.nodeTimeout)
+	defer t.Stop()
+	select {
+	case <-kw.ready:
+		return n.armed(kw)
+	case <-t.C():
+	case <-ctx.Done():
+	case <-n.c.done:
+	}
+	return false
+}
+
+// possible reports whether enough pools implement pool.Subscriber for a
+// subscription to reach a quorum.
+func (n *notifier) possible() bool {
+	k := 0
+	for _, p := range n.c.pools {
+		if _, ok := p.(pool.Subscriber); ok {
+			k++
+		}
+	}
+	return k >= n.c.quorum
+}
+
+// startLocked makes the node connections on first use: one goroutine per
+// node that can subscribe, counted in the Client's background work.
+func (n *notifier) startLocked() bool {
+	if n.nodes != nil {
+		return true
+	}
+	var subs []*subNode
+	for i, p := range n.c.pools {
+		if s, ok := p.(pool.Subscriber); ok {
+			subs = append(subs, &subNode{i: i, sub: s, subscribed: map[string]bool{}, pending: map[string]int{}})
+		}
+	}
+	n.keys = map[string]*keyWait{}
+	n.nodes = make([]*subNode, len(n.c.pools))
+	if len(subs) == 0 {
+		return true // announcements are never heard: waits use the back-off
+	}
+	if !n.c.begin(len(subs) + 1) {
+		return false
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	for _, s := range subs {
+		n.nodes[s.i] = s
+		go n.run(s)
+	}
+	go n.pinger()
+	return true
+}
+
+// syncAll brings ch's subscription on every node in line with whether
+// anyone waits for it.
+func (n *notifier) syncAll(ch string) {
+	for _, s := range n.nodes {
+		if s != nil {
+			n.sync(s, ch)
+		}
+	}
+}
+
+// sync subscribes or unsubscribes ch on s's connection, as needed now. A
+// node that is not connected subscribes what is wanted when it is.
+func (n *notifier) sync(s *subNode, ch string) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.conn == nil {
+		return
+	}
+	n.mu.Lock()
+	_, want := n.keys[ch]
+	if want == s.subscribed[ch] {
+		n.mu.Unlock()
+		return
+	}
+	cmd := "UNSUBSCRIBE"
+	if want {
+		cmd = "SUBSCRIBE"
+		s.subscribed[ch] = true
+		s.pending[ch]++
+	} else {
+		delete(s.subscribed, ch)
+	}
+	n.mu.Unlock()
+	if err := s.conn.Send(cmd, ch); err == nil {
+		err = s.conn.Flush()
+	}
+	// A failed write breaks the connection: the reader sees it and dials
+	// again, and resubscribes what is wanted then.
+}
+
+// run keeps node s's pub/sub connection up until Close.
+func (n *notifier) run(s *subNode) {
+	defer n.c.bg.Done()
+	backoff := redialMin
+	for {
+		conn, err := s.sub.DialPubSub(n.ctx)
+		if err != nil {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-n.ctx.Done():
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, redialMax)
+			continue
+		}
+		if !n.connected(s, conn) {
+			conn.Close()
+			return
+		}
+		n.read(s, conn)
+		n.disconnected(s, conn)
+		if n.ctx.Err() != nil {
+			return
+		}
+		backoff = redialMin
+	}
+}
+
+// connected installs conn as s's connection and subscribes every channel
+// wanted now. It returns false after Close.
+func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return false
+	}
+	chans := make([]any, 0, len(n.keys))
+	for ch := range n.keys {
+		chans = append(chans, ch)
+		s.subscribed[ch] = true
+		s.pending[ch]++
+	}
+	n.mu.Unlock()
+	s.conn = conn
+	if len(chans) > 0 {
+		if err := conn.Send("SUBSCRIBE", chans...); err == nil {
+			_ = conn.Flush()
+		}
+	}
+	return true
+}
+
+// disconnected drops s's broken connection: nothing is confirmed on it
+// any more.
+func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.conn = nil
+	conn.Close()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(s.subscribed)
+	clear(s.pending)
+	for _, kw := range n.keys {
+		if kw.confirmed[s.i] {
+			kw.confirmed[s.i] = false
+			kw.count--
+		}
+	}
+}
+
+// read handles what arrives on conn until it fails.
+func (n *notifier) read(s *subNode, conn redis.Conn) {
+	psc := redis.PubSubConn{Conn: conn}
+	for {
+		switch v := psc.ReceiveWithTimeout(pubsubDead).(type) {
+		case redis.Message:
+			n.announce(v.Channel, string(v.Data))
+		case redis.Subscription:
+			if v.Kind == "subscribe" {
+				n.confirm(s, v.Channel)
+			}
+		case error:
+			return
+		}
+	}
+}
+
+// confirm notes the node's acknowledgement of a SUBSCRIBE of ch.
+func (n *notifier) confirm(s *subNode, ch string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.pending[ch]--; s.pending[ch] > 0 {
+		return // a later SUBSCRIBE is still on its way
+	}
+	delete(s.pending, ch)
+	kw, ok := n.keys[ch]
+	if !ok || !s.subscribed[ch] || kw.confirmed[s.i] {
+		return
+	}
+	kw.confirmed[s.i] = true
+	kw.count++
+	if kw.count >= n.c.quorum && !kw.isReady {
+		kw.isReady = true
+		close(kw.ready)
+	}
+}
+
+// announce wakes the waiters of ch that the release concerns: all of
+// them when it names no one, else the one it names.
+func (n *notifier) announce(ch, next string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if kw, ok := n.keys[ch]; ok {
+		for w := range kw.waiters {
+			w.signal(next)
+		}
+	}
+}
+
+// pinger keeps the connections talking, so that a dead one is noticed.
+func (n *notifier) pinger() {
+	defer n.c.bg.Done()
+	t := time.NewTicker(pubsubPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-n.ctx.Done():
+			return
+		}
+		for _, s := range n.nodes {
+			if s == nil {
+				continue
+			}
+			s.wmu.Lock()
+			if s.conn != nil {
+				if err := s.conn.Send("PING"); err == nil {
+					_ = s.conn.Flush()
+				}
+			}
+			s.wmu.Unlock()
+		}
+	}
+}
+
+// close stops the connections; Close then waits for their goroutines.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	nodes := n.nodes
+	n.mu.Unlock()
+	if n.cancel != nil {
+		n.cancel()
+	}
+	for _, s := range nodes {
+		if s == nil {
+			continue
+		}
+		s.wmu.Lock()
+		if s.conn != nil {
+			s.conn.Close() // the reader fails and returns
+		}
+		s.wmu.Unlock()
+	}
+}
