@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,9 @@ const DefaultCommandTimeout = 1 * time.Second
 // dialled without timeouts; connecting is bounded by the deadline only when
 // p dials with DialContext (redigo's Dial takes no context). Close closes p.
 // A nil p gives a nil Pool. The pool implements Subscriber: a waiting
-// lock client keeps one of p's connections for SUBSCRIBE.
+// lock client keeps one connection per node for SUBSCRIBE, dialled with
+// p's DialContext or Dial outside the pool (it is not counted in
+// MaxActive).
 func FromRedigo(p *redis.Pool, addr string) Pool {
 	if p == nil {
 		return nil // so that redlock.New reports the nil pool
@@ -67,13 +70,23 @@ func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string,
 	return reply, wrapErr(r.addr, op, err, "")
 }
 
-// DialPubSub takes a connection from the redigo pool for SUBSCRIBE; closing
-// it gives it back (redigo unsubscribes it first).
+// DialPubSub opens a connection of its own for SUBSCRIBE with the redigo
+// pool's DialContext (or Dial) function, outside the pool: it is held for
+// as long as anyone waits, and must be closable while it is read.
 func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, "dial", ErrClosed, "")
 	}
-	c, err := r.p.GetContext(ctx)
+	var c redis.Conn
+	var err error
+	switch {
+	case r.p.DialContext != nil:
+		c, err = r.p.DialContext(ctx)
+	case r.p.Dial != nil:
+		c, err = r.p.Dial()
+	default:
+		err = errors.New("the redigo pool has neither Dial nor DialContext")
+	}
 	if err != nil {
 		return nil, wrapErr(r.addr, "dial", err, "")
 	}

@@ -7,10 +7,12 @@
 -- reservation (the id of the waiter the key is kept for, with a TTL).
 -- With fencing, also KEYS[5] the fence counter and KEYS[6] the node epoch.
 -- ARGV[1] the owner token; ARGV[2] the TTL in ms; ARGV[3] the waiter id,
--- "" for a caller that does not wait; ARGV[4] the waiter's priority in µs,
--- "" to take the node's time; ARGV[5] how long (ms) a waiter's entry
--- outlives the time it was told to come back; with fencing ARGV[6] a
--- random epoch, stored only when the node has none yet.
+-- "" for a caller that does not wait; ARGV[4] the waiter's priority: the
+-- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
+-- how long (µs) it has waited by its own monotonic clock; ARGV[6] the
+-- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
+-- entry outlives the time it comes back by; with fencing ARGV[8] a random
+-- epoch, stored only when the node has none yet.
 -- Returns {1} when acquired, {1, counter, epoch} with fencing;
 -- {0, pttl, priority} when the key is held, pttl its ms left;
 -- {2, pttl, priority} when it is free but reserved for another waiter,
@@ -19,15 +21,13 @@
 local id = ARGV[3]
 local kept = redis.call("GET", KEYS[4])
 if (not kept or kept == id) and redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	-- The caller stays queued: its round may yet fail on the other nodes.
+	-- Its release takes it out of the queue.
 	if kept then
 		redis.call("DEL", KEYS[4])
 	end
-	if id ~= "" then
-		redis.call("ZREM", KEYS[2], id)
-		redis.call("HDEL", KEYS[3], id)
-	end
 	if #KEYS == 6 then
-		redis.call("SET", KEYS[6], ARGV[6], "NX")
+		redis.call("SET", KEYS[6], ARGV[8], "NX")
 		return {1, redis.call("GET", KEYS[5]) or "0", redis.call("GET", KEYS[6])}
 	end
 	return {1}
@@ -41,14 +41,16 @@ if id == "" then
 end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local prio = tonumber(ARGV[4])
-if prio then
-	redis.call("ZADD", KEYS[2], prio, id)
-else
-	redis.call("ZADD", KEYS[2], "NX", now, id)
-	prio = tonumber(redis.call("ZSCORE", KEYS[2], id))
+-- A client clock more than a second off the node's is not trusted: the
+-- wait is then placed by the node's clock and the time waited.
+local prio, began = tonumber(ARGV[4]), now - tonumber(ARGV[5])
+if math.abs(prio - began) > 1000000 then
+	prio = began
 end
-local keep = math.max(pttl, 0) + tonumber(ARGV[5])
+redis.call("ZADD", KEYS[2], "NX", prio, id)
+prio = tonumber(redis.call("ZSCORE", KEYS[2], id))
+-- The waiter comes back when the key runs out, or sooner.
+local keep = math.min(math.max(pttl, 0), tonumber(ARGV[6])) + tonumber(ARGV[7])
 redis.call("HSET", KEYS[3], id, now + keep * 1000)
 for i = 2, 3 do
 	if redis.call("PTTL", KEYS[i]) < keep then

@@ -68,7 +68,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	if cfg.window == windowAuto {
-		cfg.window = cfg.nodeTimeout
+		cfg.window = min(cfg.nodeTimeout, maxAutoWindow)
 	}
 	c := &Client{
 		pools:    append([]pool.Pool(nil), pools...),
@@ -234,20 +234,20 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 // acquireArgs are the acquisition script's keys and arguments; fence is
 // nil, or the fence counter key and a new epoch.
 func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any) []any {
-	id, prio := "", ""
+	id, prio, waited := "", int64(0), int64(0)
 	if w != nil {
-		id, prio = w.id, w.priority
+		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
 	}
 	nkeys := 4
 	if fence != nil {
 		nkeys = 6
 	}
-	args := make([]any, 0, 13)
+	args := make([]any, 0, 15)
 	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key), reservedKey(key))
 	if fence != nil {
 		args = append(args, fence[0], EpochKey)
 	}
-	args = append(args, token, ms, id, prio, c.entrySlack().Milliseconds())
+	args = append(args, token, ms, id, prio, waited, c.refresh().Milliseconds(), c.entrySlack().Milliseconds())
 	if fence != nil {
 		args = append(args, fence[1])
 	}

@@ -98,7 +98,8 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	switch op {
 	case "SET":
 		// KEYS: key, waiters, deadlines, reservation[, fence key, epoch
-		// key]; ARGV: token, ttl, waiter id, priority, slack[, epoch].
+		// key]; ARGV: token, ttl, waiter id, priority, waited, refresh,
+		// slack[, epoch].
 		nkeys := keysAndArgs[0].(int)
 		key := keysAndArgs[1].(string)
 		argv := keysAndArgs[1+nkeys:]
@@ -113,7 +114,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		if nkeys == 4 {
 			return []any{int64(codeAcquired)}, nil
 		}
-		fkey, ekey, epoch := keysAndArgs[5].(string), keysAndArgs[6].(string), argv[5].(string)
+		fkey, ekey, epoch := keysAndArgs[5].(string), keysAndArgs[6].(string), argv[7].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}

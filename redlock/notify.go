@@ -295,7 +295,7 @@ func (n *notifier) read(s *subNode, conn redis.Conn) {
 	for {
 		switch v := psc.ReceiveWithTimeout(pubsubDead).(type) {
 		case redis.Message:
-			n.announce(v.Channel, string(v.Data))
+			n.announce(s.i, v.Channel, string(v.Data))
 		case redis.Subscription:
 			if v.Kind == "subscribe" {
 				n.confirm(s, v.Channel)
@@ -326,14 +326,14 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	}
 }
 
-// announce wakes the waiters of ch that the release concerns: all of
-// them when it names no one, else the one it names.
-func (n *notifier) announce(ch, next string) {
+// announce tells the waiters of ch that node i released the key and
+// named next (or no one).
+func (n *notifier) announce(i int, ch, next string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if kw, ok := n.keys[ch]; ok {
 		for w := range kw.waiters {
-			w.signal(next)
+			w.signal(i, next)
 		}
 	}
 }

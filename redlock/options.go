@@ -30,12 +30,15 @@ type clientConfig struct {
 	retry       RetryStrategy
 	clock       clock.Clock
 	onNodeReset func(addr string) // WithNodeReset
-	window      time.Duration     // WithHandoffWindow; windowAuto: 2 node timeouts
+	window      time.Duration     // WithHandoffWindow; windowAuto: see New
 }
 
-// windowAuto marks the hand-off window as not set: New makes it two node
-// timeouts.
-const windowAuto = -1
+// windowAuto marks the hand-off window as not set: New makes it the node
+// timeout, at most maxAutoWindow.
+const (
+	windowAuto    = -1
+	maxAutoWindow = 100 * time.Millisecond
+)
 
 func (c *clientConfig) validate() error {
 	switch {
@@ -91,8 +94,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // adds refusals: mutual exclusion rests on SET NX as always. See
 // docs/waiting.md.
 //
-// Default: two node timeouts (100ms with the default node timeout), time
-// enough for the head to hear of the release and ask. d = 0 turns queueing
+// Default: the node timeout, at most 100ms (50ms with the default node
+// timeout): time enough for the head to hear of the release and ask. A
+// longer window keeps the order under worse delays; a key whose head does
+// not come (it vanished, or cannot reach a quorum) stays idle that long. d = 0 turns queueing
 // off: a release wakes every waiter and the fastest wins. New rejects a
 // negative d, or one under 1ms.
 func WithHandoffWindow(d time.Duration) Option {

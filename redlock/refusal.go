@@ -93,31 +93,31 @@ func (c *Client) readRefusals(e *QuorumError, r *round) {
 			}
 		}
 	}
-	e.RetryAfter = retryAfter(e.Nodes, c.quorum)
+	e.RetryAfter, _ = retryAfter(e.Nodes, c.quorum)
 }
 
 // retryAfter is how long until enough of the refusing nodes' keys (or
 // reservations) run out that a quorum could grant, counting the nodes that
 // failed or had no reply in time as if they could grant at once: the
-// earliest time a round can succeed without a release. 0 when it cannot
-// be told (a refusing node did not say, or the key has no TTL), or when
-// the refusals alone do not rule a quorum out.
-func retryAfter(nodes []NodeResult, quorum int) time.Duration {
+// earliest time a round can succeed without a release. ok is false when it
+// cannot be told (a refusing node did not say, or the key has no TTL), or
+// when the refusals alone do not rule a quorum out.
+func retryAfter(nodes []NodeResult, quorum int) (d time.Duration, ok bool) {
 	var ttls []time.Duration
 	for _, n := range nodes {
 		if n.Status == NodeRefused {
 			if n.TTL < 0 {
-				return 0
+				return 0, false
 			}
 			ttls = append(ttls, n.TTL)
 		}
 	}
 	need := quorum - (len(nodes) - len(ttls)) // refusing nodes that must run out
 	if need <= 0 {
-		return 0
+		return 0, false
 	}
 	slices.Sort(ttls)
-	return ttls[need-1]
+	return ttls[need-1], true
 }
 
 // windowMs is the reservation window in whole milliseconds (rounded up).
@@ -125,9 +125,16 @@ func (c *Client) windowMs() int64 {
 	return int64((c.cfg.window + time.Millisecond - 1) / time.Millisecond)
 }
 
+// refresh is the longest a waiter sleeps between rounds, even with
+// announcements: each round renews its queue entries, so an entry left by
+// a waiter that vanished runs out soon.
+func (c *Client) refresh() time.Duration {
+	return max(time.Second, 5*c.cfg.nodeTimeout)
+}
+
 // entrySlack is how long a waiter's queue entry outlives the time it was
 // told to come back: it comes back by then, unless it is gone. A waiter
 // that left without saying so is dropped from the queues that much later.
 func (c *Client) entrySlack() time.Duration {
-	return max(100*time.Millisecond, 2*c.cfg.nodeTimeout)
+	return c.cfg.nodeTimeout + 100*time.Millisecond
 }

@@ -5,18 +5,18 @@
 -- reservation.
 -- ARGV[1] the owner token; ARGV[2] the channel that announces releases of
 -- the key; ARGV[3] the reservation window in ms, 0 for none; ARGV[4] the
--- queue id the lock was waited for with, "" for none (a node that missed
--- the acquisition may still have it queued).
+-- queue id the lock was waited for with, "" for none: it leaves the queue
+-- even on a node that never granted the lock.
 -- Publishes the id of the waiter the key is kept for ("" for none).
 -- Returns 1 when the key was ours and is gone, 0 when it was not ours.
-if redis.call("GET", KEYS[1]) ~= ARGV[1] then
-	return 0
-end
-redis.call("DEL", KEYS[1])
 if ARGV[4] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[4])
 	redis.call("HDEL", KEYS[3], ARGV[4])
 end
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+redis.call("DEL", KEYS[1])
 local next = ""
 if tonumber(ARGV[3]) > 0 then
 	local t = redis.call("TIME")

@@ -3,10 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"math/rand/v2"
-	"slices"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/quorumlock/redlock/pool"
@@ -29,32 +29,46 @@ type waiter struct {
 	// id is its entry in the key's queue on the nodes; "" when queueing is
 	// off (WithHandoffWindow(0)).
 	id string
-	// priority is its place in the queues (µs, the median node time of its
-	// first refusal), sent with every later round so that all nodes order
-	// the waiters alike; "" before it has one.
-	priority string
-	queued   bool          // a node may hold its queue entry
-	wake     chan struct{} // a release of the key was announced
-	named    atomic.Bool   // an announcement named this waiter
-	kw       *keyWait      // its subscription; nil before the first refusal
+	// since is when the Lock call began: its place in the queues is the
+	// wall-clock time then (µs), the same for every node, so that all
+	// nodes order the waiters alike; with it goes how long it has waited
+	// on the monotonic clock, so that a node can tell a client whose
+	// clock is far off.
+	since     time.Time
+	sinceWall int64
+	queued    bool     // a node may hold its queue entry
+	kw        *keyWait // its subscription; nil before the first refusal
+
+	// Announcements since the last round began: the nodes that released
+	// the key and named this waiter or no one, and those that named it.
+	mu     sync.Mutex
+	heard  uint64 // bit i: node i
+	named  uint64
+	ignore uint64        // nodes this waiter released itself after its round
+	wake   chan struct{} // signalled on every announcement that counts
 }
 
-func newWaiter(queue bool) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1)}
+func newWaiter(queue bool, now time.Time) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), since: now, sinceWall: time.Now().UnixMicro()}
 	if queue {
 		w.id = strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return w
 }
 
-// signal wakes the waiter, for an announcement that named next.
-func (w *waiter) signal(next string) {
+// signal notes that node i released the key and named next ("" for no
+// one).
+func (w *waiter) signal(i int, next string) {
 	if next != "" && next != w.id {
-		return // the key is kept for another waiter
+		return // the node keeps the key for another waiter
 	}
+	bit := uint64(1) << (i % 64) // more than 64 nodes share bits: a quorum is then sooner assumed
+	w.mu.Lock()
+	w.heard |= bit
 	if next != "" {
-		w.named.Store(true)
+		w.named |= bit
 	}
+	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -68,31 +82,40 @@ func (w *waiter) forget() {
 	case <-w.wake:
 	default:
 	}
-	w.named.Store(false)
+	w.mu.Lock()
+	w.heard, w.named, w.ignore = 0, 0, 0
+	w.mu.Unlock()
 }
 
-// learn takes the waiter's priority from its first refused round: the
-// median of the nodes' times, which every later round sends to every node.
-func (w *waiter) learn(r *round) {
-	if w.id == "" || r == nil {
-		return
-	}
-	w.queued = true
-	if w.priority != "" || r.replies == nil {
-		return
-	}
-	var ps []int64
+// released notes the nodes that granted w's failed round: w released them
+// itself, so their announcements tell it nothing.
+func (w *waiter) released(r *round) {
+	var mask uint64
 	for i, n := range r.nodes {
-		if n.Status != NodeRefused {
-			continue
-		}
-		if a, ok := parseAcquire(r.replies[i]); ok && a.priority >= 0 {
-			ps = append(ps, a.priority)
+		if n.Status == NodeOK {
+			mask |= uint64(1) << (i % 64)
 		}
 	}
-	if len(ps) > 0 {
-		slices.Sort(ps)
-		w.priority = strconv.FormatInt(ps[len(ps)/2], 10)
+	w.mu.Lock()
+	w.ignore = mask
+	w.mu.Unlock()
+}
+
+// announced returns how many nodes announced a release that counts for w
+// since the round began; with namedOnly, only those that named it.
+func (w *waiter) announced(namedOnly bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if namedOnly {
+		return bits.OnesCount64(w.named &^ w.ignore)
+	}
+	return bits.OnesCount64(w.heard &^ w.ignore)
+}
+
+// queuedBy notes that w's round r was refused: the nodes queued it.
+func (w *waiter) queuedBy(r *round) {
+	if w.id != "" && r != nil {
+		w.queued = true
 	}
 }
 
@@ -121,7 +144,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	w := newWaiter(c.cfg.window > 0)
+	w := newWaiter(c.cfg.window > 0, c.cfg.clock.Now())
 	var l *Lock
 	defer func() { c.endWait(ctx, key, w, l) }()
 	splits, checked := 0, false
@@ -142,7 +165,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !again {
 			return nil, err
 		}
-		w.learn(r)
+		w.queuedBy(r)
+		w.released(r)
 		if w.kw == nil {
 			w.kw = c.notify.join(key, w)
 		}
@@ -156,23 +180,29 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			}
 		}
 		wait, namedOnly := delay, false
-		switch {
-		case qe.Count(NodeOK) > 0:
+		switch refused := qe.Count(NodeRefused); {
+		case qe.Count(NodeOK) > 0 && refused < c.quorum:
 			// A split vote (or too little validity left): the others'
 			// releases name the longest waiter, who goes at once.
 			splits++
 			d := min(splitMin<<min(splits-1, 16), splitMax)
 			wait, namedOnly = rand.N(d+1), true
-		case qe.RetryAfter > 0:
-			splits = 0
-			wait = qe.RetryAfter + rand.N(expiryJitter+1)
 		default:
 			splits = 0
+			if d, ok := retryAfter(qe.Nodes, c.quorum); ok {
+				wait = min(d, c.refresh()) + rand.N(expiryJitter+1)
+			}
 		}
 		if !c.notify.armed(w.kw) {
 			wait = min(wait, delay) // no announcements: do not sleep past the back-off
 		}
-		if err := c.sleep(ctx, w, wait, namedOnly); err != nil {
+		// A release goes to every node at once, but its announcements
+		// arrive one by one: asking at the first would find the key still
+		// held on the nodes the release has not reached yet. Wake when
+		// enough of the refusing nodes announced it to leave a quorum
+		// possible, or a short while after the first.
+		need := min(c.quorum, max(qe.Count(NodeRefused), 1))
+		if err := c.sleep(ctx, w, wait, need, namedOnly); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return nil, errors.Join(ErrClosed, qe)
 			}
@@ -182,18 +212,29 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 }
 
-// sleep waits d, or until a release is announced (with namedOnly, one
-// that named w), ctx ends (its error) or the Client closes (ErrClosed).
-func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, namedOnly bool) error {
+// sleep waits d, or until need nodes announced a release that counts
+// for w (with namedOnly, that named it), or a grace period after the
+// first such announcement, or until ctx ends (its error) or the Client
+// closes (ErrClosed).
+func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int, namedOnly bool) error {
 	t := c.cfg.clock.NewTimer(d)
-	defer t.Stop()
+	defer func() { t.Stop() }()
+	graced := false
 	for {
 		select {
 		case <-t.C():
 			return nil
 		case <-w.wake:
-			if !namedOnly || w.named.Load() {
+			n := w.announced(namedOnly)
+			if n >= need {
 				return nil
+			}
+			if n > 0 && !graced {
+				graced = true
+				if g := c.grace(); g < d {
+					t.Stop()
+					t = c.cfg.clock.NewTimer(g)
+				}
 			}
 		case <-ctx.Done():
 			return ctx.Err()
@@ -203,24 +244,28 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, namedOnl
 	}
 }
 
-// endWait ends w's wait: it drops its subscription and takes it out of the
-// queues, in the background, on every node that may still hold its entry
-// (with l acquired, the nodes that granted it removed it already).
+// grace is how long a waiter that heard a release from some nodes waits
+// for the others' announcements before it asks anyway (a node's
+// announcement can be lost, for example while its pub/sub connection is
+// dialled again).
+func (c *Client) grace() time.Duration { return min(c.cfg.nodeTimeout/4, 5*time.Millisecond) }
+
+// endWait ends w's wait: it drops its subscription and, when Lock failed,
+// takes it out of the queues in the background. A waiter that got the
+// lock stays queued until its release: on a node that missed the release
+// its entry runs out by itself.
 func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if w.kw != nil {
 		c.notify.leave(w)
 	}
-	if !w.queued {
+	if !w.queued || l != nil {
 		return
 	}
-	for i, p := range c.pools {
-		if l != nil && l.acq != nil && l.acq.nodes[i].Status == NodeOK {
-			continue
-		}
+	args := []any{waitersKey(key), deadlinesKey(key), reservedKey(key), w.id}
+	for _, p := range c.pools {
 		if !c.begin(1) {
 			return
 		}
-		args := []any{waitersKey(key), deadlinesKey(key), reservedKey(key), w.id}
 		if s, ok := p.(pool.Starter); ok {
 			s.StartEval(bgCall{c}, leaveScript, args...)
 			continue

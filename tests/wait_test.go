@@ -1,0 +1,511 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Waiting without polling: release announcements, queued waiters,
+// reservations, expired-lock takeover.
+
+// neverRetry is a back-off no test outlives: a waiter that gets the lock
+// within the test was woken by something else.
+var neverRetry = redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Minute, Max: 10 * time.Minute})
+
+// hourTTL is a holder's TTL that no test outlives.
+const hourTTL = time.Hour
+
+// countingPool counts the acquisition rounds sent through a pool: the
+// acquisition script is the only call whose first argument is its key
+// count.
+type countingPool struct {
+	pool.Pool
+	acquires *atomic.Int64
+}
+
+func (p countingPool) count(args []any) {
+	if len(args) > 0 {
+		if _, ok := args[0].(int); ok {
+			p.acquires.Add(1)
+		}
+	}
+}
+
+func (p countingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+	p.count(args)
+	return p.Pool.Eval(ctx, s, args...)
+}
+
+func (p countingPool) Start(rcv pool.Receiver, cmd string, args ...any) {
+	p.Pool.(pool.Starter).Start(rcv, cmd, args...)
+}
+
+func (p countingPool) StartEval(rcv pool.Receiver, s *redis.Script, args ...any) {
+	p.count(args)
+	p.Pool.(pool.Starter).StartEval(rcv, s, args...)
+}
+
+func (p countingPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
+	return p.Pool.(pool.Subscriber).DialPubSub(ctx)
+}
+
+// counted wraps pools (pool.New or FromRedigo) so that the acquisition
+// rounds they carry are counted on one node's pool: one per round.
+func counted(pools []pool.Pool) ([]pool.Pool, *atomic.Int64) {
+	n := new(atomic.Int64)
+	out := append([]pool.Pool(nil), pools...)
+	if _, ok := pools[0].(pool.Starter); ok {
+		out[0] = countingPool{Pool: pools[0], acquires: n}
+	} else {
+		out[0] = plainCountingPool{countingPool{Pool: pools[0], acquires: n}}
+	}
+	return out, n
+}
+
+// plainCountingPool counts on a pool without pool.Starter, so that the
+// client does not take it for one.
+type plainCountingPool struct{ p countingPool }
+
+func (p plainCountingPool) Addr() string { return p.p.Addr() }
+func (p plainCountingPool) Close() error { return p.p.Close() }
+func (p plainCountingPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	return p.p.Pool.Do(ctx, cmd, args...)
+}
+func (p plainCountingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+	return p.p.Eval(ctx, s, args...)
+}
+func (p plainCountingPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
+	return p.p.DialPubSub(ctx)
+}
+
+// numSub returns how many connections of node s subscribe to ch.
+func numSub(t testing.TB, s *redistest.Server, ch string) int64 {
+	t.Helper()
+	v, err := redis.Values(s.Do("PUBSUB", "NUMSUB", ch))
+	require.NoError(t, err)
+	require.Len(t, v, 2)
+	return v[1].(int64)
+}
+
+// queued returns how many waiters node s has queued for key.
+func queued(t testing.TB, s *redistest.Server, key string) int64 {
+	t.Helper()
+	n, err := redis.Int64(s.Do("ZCARD", key+":waiters"))
+	require.NoError(t, err)
+	return n
+}
+
+// awaitWaiting waits until every node has n waiters queued for key and a
+// subscription to its channel.
+func awaitWaiting(t testing.TB, nodes []*redistest.Server, key string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range nodes {
+			if queued(t, s, key) != n || numSub(t, s, redlock.ReleaseChannel(key)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "waiters queued and subscribed on every node")
+}
+
+// takeEverywhere takes key with c and waits until every node holds it, so
+// that a waiter that starts next is refused by every node.
+func takeEverywhere(t testing.TB, e *env, c *redlock.Client, key string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	l, err := c.TryLock(ctxT(t, quickly), key, ttl)
+	require.NoError(t, err)
+	awaitToken(t, e.nodes, key, l.Token())
+	return l
+}
+
+// lockAsync runs Lock in a goroutine; the result arrives on the channel.
+type lockResult struct {
+	l   *redlock.Lock
+	err error
+}
+
+func lockAsync(ctx context.Context, c *redlock.Client, key string, ttl time.Duration, opts ...redlock.LockOption) <-chan lockResult {
+	ch := make(chan lockResult, 1)
+	go func() {
+		l, err := c.Lock(ctx, key, ttl, opts...)
+		ch <- lockResult{l, err}
+	}()
+	return ch
+}
+
+func TestLock_isWokenByTheRelease(t *testing.T) {
+	for _, kind := range []string{"pipelined", "redigo"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, 5)
+			key := newKey(t)
+			holder := e.client()
+			var base []pool.Pool
+			if kind == "pipelined" {
+				base = newPools(t, e.addrs)
+			} else {
+				base = redigoPools(t, e.addrs)
+			}
+			pools, rounds := counted(base)
+			waiter := newClient(t, pools)
+
+			held := takeEverywhere(t, e, holder, key, hourTTL)
+			got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+			awaitWaiting(t, e.nodes, key, 1)
+			select {
+			case r := <-got:
+				t.Fatalf("Lock returned while the key was held: %v", r.err)
+			default:
+			}
+			// The waiter asks, subscribes, and asks again once the
+			// subscription is confirmed (a release in between would have
+			// gone unheard); then it sleeps.
+			require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
+			require.NoError(t, held.Unlock(ctxT(t, quickly)))
+			r := <-got
+			require.NoError(t, r.err, "neither the holder's TTL nor the back-off ends within the test: only the release can wake the waiter")
+			require.Equal(t, int64(3), rounds.Load(), "one round after the release")
+			require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+		})
+	}
+}
+
+// redigoPools returns pool.FromRedigo pools, closed when the test ends.
+func redigoPools(t testing.TB, addrs []string) []pool.Pool {
+	t.Helper()
+	pools := make([]pool.Pool, len(addrs))
+	for i, a := range addrs {
+		rp := &redis.Pool{
+			MaxIdle: 4,
+			DialContext: func(ctx context.Context) (redis.Conn, error) {
+				return redis.DialContext(ctx, "tcp", a, redis.DialReadTimeout(testReadTimeout))
+			},
+		}
+		p := pool.FromRedigo(rp, a)
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	return pools
+}
+
+func TestLock_servesWaitersInTheOrderTheyCame(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+
+	// Five waiters, each on a Client of its own (as separate processes
+	// would be), each starting once the one before is queued everywhere.
+	const n = 5
+	var (
+		mu    sync.Mutex
+		order []int
+	)
+	results := make([]<-chan lockResult, n)
+	for i := range n {
+		c := newClient(t, newPools(t, e.addrs))
+		results[i] = lockAsync(ctxT(t, time.Minute), c, key, longTTL, neverRetry)
+		awaitWaiting(t, e.nodes, key, int64(i+1))
+	}
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+
+	// The releasing client asks again at once: the key is kept for the
+	// first waiter.
+	_, err := holder.TryLock(ctxT(t, quickly), key, longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	qe := asQuorumError(t, err)
+	require.True(t, qe.Busy(), statuses(qe))
+
+	for range n {
+		var got lockResult
+		var who int
+		select {
+		case got = <-results[0]:
+		case got = <-results[1]:
+			who = 1
+		case got = <-results[2]:
+			who = 2
+		case got = <-results[3]:
+			who = 3
+		case got = <-results[4]:
+			who = 4
+		case <-time.After(time.Minute):
+			t.Fatal("no waiter got the lock")
+		}
+		require.NoError(t, got.err, "waiter %d", who)
+		mu.Lock()
+		order = append(order, who)
+		mu.Unlock()
+		require.NoError(t, got.l.Unlock(ctxT(t, quickly)))
+	}
+	require.Equal(t, []int{0, 1, 2, 3, 4}, order)
+	// Each release takes its waiter out of the queue (the last nodes'
+	// releases finish after Unlock returned).
+	require.Eventually(t, func() bool {
+		for i := range e.nodes {
+			if queued(t, e.nodes[i], key) != 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "queues empty once everyone was served")
+}
+
+func TestLock_refusedAcquisitionTellsTheTTLLeft(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	c := e.client()
+	holdForeign(t, e.nodes, key, 0, 1, 2, 3, 4)
+	_, err := c.TryLock(ctxT(t, quickly), key, longTTL)
+	qe := asQuorumError(t, err)
+	require.True(t, qe.Busy())
+	require.Greater(t, qe.RetryAfter, foreignTTL-10*time.Second)
+	require.LessOrEqual(t, qe.RetryAfter, foreignTTL)
+	for _, n := range qe.Nodes {
+		if n.Status == redlock.NodeRefused {
+			require.Greater(t, n.TTL, foreignTTL-10*time.Second)
+			require.False(t, n.Reserved)
+		}
+	}
+	require.Contains(t, err.Error(), "held by another owner (")
+}
+
+func TestLock_takesOverAnExpiredLockWithoutPolling(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	pools, rounds := counted(newPools(t, e.addrs))
+	waiter := newClient(t, pools)
+	dead := e.client()
+	const ttl = 600 * time.Millisecond
+	// The holder dies: it never unlocks.
+	held := takeEverywhere(t, e, dead, key, ttl)
+	validUntil := held.Until()
+	got := <-lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	require.NoError(t, got.err)
+	require.False(t, time.Now().Before(validUntil), "not while the dead holder's lock was valid")
+	// One round refused with the TTL, maybe one more once subscribed, one
+	// when the key ran out, and a few more if the nodes' keys ran out a
+	// little apart.
+	require.LessOrEqual(t, rounds.Load(), int64(6), "rounds")
+	require.NoError(t, got.l.Unlock(ctxT(t, quickly)))
+}
+
+func TestLock_waiterSurvivesEveryNodeRestarting(t *testing.T) {
+	// The nodes keep their data across restarts, so the holder's key
+	// survives; every pub/sub connection breaks once.
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	key := newKey(t)
+	holder := e.client()
+	waiter := newClient(t, newPools(t, e.addrs))
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	ch := redlock.ReleaseChannel(key)
+	for i, s := range e.nodes {
+		require.NoError(t, s.Kill())
+		require.NoError(t, s.Restart())
+		require.Eventually(t, func() bool { return numSub(t, s, ch) == 1 }, 10*time.Second, time.Millisecond,
+			"node %d: the waiter subscribed again", i)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("Lock returned while the key was held: %v", r.err)
+	default:
+	}
+	// The pools notice the broken connections on their next calls: let
+	// them dial again first (the waiter's back-off after a node error
+	// would outlast the test).
+	for _, c := range []*redlock.Client{holder, waiter} {
+		scratch := newKey(t)
+		require.Eventually(t, func() bool {
+			l, err := c.TryLock(ctxT(t, quickly), scratch, longTTL)
+			return err == nil && l.Unlock(ctxT(t, quickly)) == nil
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	r := <-got
+	require.NoError(t, r.err, "only the announcements on the new connections can wake the waiter")
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+}
+
+func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
+	e := newEnv(t, 5)
+	holder := e.client()
+	c := newClient(t, newPools(t, e.addrs))
+	keys := []string{newKey(t), newKey(t), newKey(t)}
+	for _, key := range keys {
+		takeEverywhere(t, e, holder, key, hourTTL)
+	}
+	// Four waiters per key on one Client: one subscription per key and
+	// node, whatever the number of waiters.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*len(keys))
+	for _, key := range keys {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.Lock(ctx, key, longTTL, neverRetry)
+				errs <- err
+			}()
+		}
+	}
+	for _, key := range keys {
+		awaitWaiting(t, e.nodes, key, 4)
+		for _, s := range e.nodes {
+			require.Equal(t, int64(1), numSub(t, s, redlock.ReleaseChannel(key)), "one connection per node per Client")
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	}
+	for _, key := range keys {
+		require.Eventually(t, func() bool {
+			for _, s := range e.nodes {
+				if numSub(t, s, redlock.ReleaseChannel(key)) != 0 || queued(t, s, key) != 0 {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, time.Millisecond, "no subscription and no queue entry left for %s", key)
+	}
+}
+
+func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
+	e := newEnv(t, 5)
+	conns := func() []int64 {
+		out := make([]int64, len(e.nodes))
+		for i, s := range e.nodes {
+			info, err := redis.String(s.Do("INFO", "clients"))
+			require.NoError(t, err)
+			_, err = fmt.Sscanf(info[strings.Index(info, "connected_clients:"):], "connected_clients:%d", &out[i])
+			require.NoError(t, err)
+		}
+		return out
+	}
+	goroutines := runtime.NumGoroutine()
+	connsBefore := conns()
+
+	const clients, workers, keys, rounds = 3, 8, 6, 5
+	var cs []*redlock.Client
+	var pools [][]pool.Pool
+	for range clients {
+		ps := make([]pool.Pool, len(e.addrs))
+		for i, a := range e.addrs {
+			p, err := pool.New(a, pool.WithReadTimeout(testReadTimeout))
+			require.NoError(t, err)
+			ps[i] = p
+		}
+		c, err := redlock.New(ps, redlock.WithNodeTimeout(testNodeTimeout))
+		require.NoError(t, err)
+		cs, pools = append(cs, c), append(pools, ps)
+	}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = newKey(t)
+	}
+	var inside [keys]atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*workers)
+	ctx := ctxT(t, time.Minute)
+	for ci, c := range cs {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					k := (ci + w + r) % keys
+					l, err := c.Lock(ctx, names[k], longTTL, neverRetry)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if inside[k].Add(1) != 1 {
+						errs <- errors.New("two holders at once")
+					}
+					time.Sleep(time.Millisecond)
+					inside[k].Add(-1)
+					if err := l.Unlock(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for _, key := range names {
+		for i, s := range e.nodes {
+			require.Zero(t, numSub(t, s, redlock.ReleaseChannel(key)), "node %d", i)
+		}
+	}
+	for i, c := range cs {
+		require.NoError(t, c.Close())
+		for _, p := range pools[i] {
+			require.NoError(t, p.Close())
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, want %d:\n%s", runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
+		}
+	}
+	require.Eventually(t, func() bool {
+		now := conns()
+		for i := range now {
+			if now[i] > connsBefore[i] {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "connections back to %v", connsBefore)
+}
+
+func TestLock_withoutQueueingIsStillWokenByTheRelease(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client(redlock.WithHandoffWindow(0))
+	waiter := newClient(t, newPools(t, e.addrs), redlock.WithHandoffWindow(0))
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	require.Eventually(t, func() bool {
+		for _, s := range e.nodes {
+			if numSub(t, s, redlock.ReleaseChannel(key)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
+	for _, s := range e.nodes {
+		require.Zero(t, queued(t, s, key), "no queue without a hand-off window")
+	}
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	r := <-got
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+}
