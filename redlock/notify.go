@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -21,14 +22,19 @@ const (
 	// from redialMin, doubling, up to redialMax.
 	redialMin = 10 * time.Millisecond
 	redialMax = time.Second
+	// linger is how long a key stays subscribed after its last waiter
+	// left: a Client that waits for the same key again soon (a worker
+	// that takes a hot key in a loop) does not pay for a new subscription
+	// and the round that must follow it.
+	linger = time.Second
 )
 
 // notifier hears the release announcements of the keys that the Client's
 // Lock calls wait for. It keeps one pub/sub connection per node (for the
 // pools that implement pool.Subscriber), opened when the first Lock call
 // waits and kept until Close; a key's channel is subscribed while at
-// least one Lock call waits for it, on every node, and again after a
-// connection is dialled anew.
+// least one Lock call waits for it and for linger after the last one left,
+// on every node, and again after a connection is dialled anew.
 type notifier struct {
 	c      *Client
 	mu     sync.Mutex
@@ -48,6 +54,7 @@ type keyWait struct {
 	count     int           // nodes confirmed
 	ready     chan struct{} // closed once a quorum of nodes confirmed
 	isReady   bool
+	idle      clock.Timer // set while no one waits: unsubscribes when it fires
 }
 
 // subNode is one node's pub/sub connection. wmu orders the commands
@@ -79,6 +86,10 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 			confirmed: make([]bool, len(n.nodes)), ready: make(chan struct{})}
 		n.keys[ch] = kw
 	}
+	if kw.idle != nil {
+		kw.idle.Stop()
+		kw.idle = nil
+	}
 	kw.waiters[w] = struct{}{}
 	n.mu.Unlock()
 	if !ok {
@@ -87,20 +98,32 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	return kw
 }
 
-// leave ends w's subscription; the last waiter of a key unsubscribes it.
+// leave ends w's subscription. When the last waiter of a key leaves, the
+// key stays subscribed for linger, then is unsubscribed unless someone
+// waits for it again.
 func (n *notifier) leave(w *waiter) {
 	kw := w.kw
 	w.kw = nil
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	delete(kw.waiters, w)
-	last := len(kw.waiters) == 0 && n.keys[kw.channel] == kw
-	if last {
-		delete(n.keys, kw.channel)
+	if len(kw.waiters) > 0 || n.keys[kw.channel] != kw || n.closed {
+		return
 	}
+	kw.idle = n.c.cfg.clock.AfterFunc(linger, func() { n.drop(kw) })
+}
+
+// drop unsubscribes kw if still no one waits for it.
+func (n *notifier) drop(kw *keyWait) {
+	n.mu.Lock()
+	if len(kw.waiters) > 0 || n.keys[kw.channel] != kw || n.closed || !n.c.begin(1) {
+		n.mu.Unlock()
+		return
+	}
+	delete(n.keys, kw.channel)
 	n.mu.Unlock()
-	if last {
-		n.syncAll(kw.channel)
-	}
+	defer n.c.bg.Done()
+	n.syncAll(kw.channel)
 }
 
 // armed reports whether kw is confirmed on a quorum of nodes: a release
@@ -113,6 +136,16 @@ func (n *notifier) armed(kw *keyWait) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return kw.isReady && kw.count >= n.c.quorum
+}
+
+// armedKey reports whether key's subscription is armed before this
+// waiter joined it (another waiter of the Client, or a recent one, made
+// it).
+func (n *notifier) armedKey(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw, ok := n.keys[ReleaseChannel(key)]
+	return ok && kw.isReady && kw.count >= n.c.quorum
 }
 
 // waitArmed waits, at most one node timeout, until kw is armed; it

@@ -150,7 +150,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	splits, checked := 0, false
 	for failures := 1; ; failures++ {
 		w.forget()
-		armed := c.notify.armed(w.kw)
+		var armed bool
+		if w.kw != nil {
+			armed = c.notify.armed(w.kw)
+		} else {
+			armed = c.notify.armedKey(key)
+		}
 		var r *round
 		l, r, err = c.acquire(ctx, key, ttl, cfg, w)
 		var qe *QuorumError
