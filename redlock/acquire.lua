@@ -1,11 +1,11 @@
--- Acquire: SET key token NX PX ttl, unless the key is reserved for a
--- waiter other than the caller. A refused caller that waits is queued, so
--- that the next release reserves the key for the longest waiter.
+-- Acquire for a caller that may wait: SET key token PX ttl when the key is
+-- free, or when it holds a reservation for this caller. A refused caller
+-- that waits is queued, so that the next release keeps the key for the
+-- longest waiter.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
 -- priority, smaller first); KEYS[3] the waiters' deadlines (hash: waiter
--- id -> node time in µs after which the entry is stale); KEYS[4] the
--- reservation (the id of the waiter the key is kept for, with a TTL).
--- With fencing, also KEYS[5] the fence counter and KEYS[6] the node epoch.
+-- id -> node time in µs after which the entry is stale). With fencing also
+-- KEYS[4] the fence counter and KEYS[5] the node epoch.
 -- ARGV[1] the owner token; ARGV[2] the TTL in ms; ARGV[3] the waiter id,
 -- "" for a caller that does not wait; ARGV[4] the waiter's priority: the
 -- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
@@ -13,28 +13,28 @@
 -- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
 -- entry outlives the time it comes back by; with fencing ARGV[8] a random
 -- epoch, stored only when the node has none yet.
--- Returns {1} when acquired, {1, counter, epoch} with fencing;
+-- A reservation is the lock key itself holding "redlock:reserved:<id>"
+-- for a short time (see release.lua): plain SET NX is refused by it too.
+-- Returns 1 when acquired, {1, counter, epoch} with fencing;
 -- {0, pttl, priority} when the key is held, pttl its ms left;
--- {2, pttl, priority} when it is free but reserved for another waiter,
--- pttl the reservation's ms left. priority is the caller's in the queue,
--- -1 when it does not wait.
+-- {2, pttl, priority} when it is reserved for another waiter, pttl the
+-- reservation's ms left. priority is the caller's in the queue, -1 when it
+-- does not wait.
 local id = ARGV[3]
-local kept = redis.call("GET", KEYS[4])
-if (not kept or kept == id) and redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+local v = redis.call("GET", KEYS[1])
+if not v or (id ~= "" and v == "redlock:reserved:" .. id) then
+	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 	-- The caller stays queued: its round may yet fail on the other nodes.
 	-- Its release takes it out of the queue.
-	if kept then
-		redis.call("DEL", KEYS[4])
+	if #KEYS == 5 then
+		redis.call("SET", KEYS[5], ARGV[8], "NX")
+		return {1, redis.call("GET", KEYS[4]) or "0", redis.call("GET", KEYS[5])}
 	end
-	if #KEYS == 6 then
-		redis.call("SET", KEYS[6], ARGV[8], "NX")
-		return {1, redis.call("GET", KEYS[5]) or "0", redis.call("GET", KEYS[6])}
-	end
-	return {1}
+	return 1
 end
 local code, pttl = 0, redis.call("PTTL", KEYS[1])
-if pttl == -2 then
-	code, pttl = 2, redis.call("PTTL", KEYS[4])
+if string.sub(v, 1, 17) == "redlock:reserved:" then
+	code = 2
 end
 if id == "" then
 	return {code, pttl, -1}
@@ -48,7 +48,6 @@ if math.abs(prio - began) > 1000000 then
 	prio = began
 end
 redis.call("ZADD", KEYS[2], "NX", prio, id)
-prio = tonumber(redis.call("ZSCORE", KEYS[2], id))
 -- The waiter comes back when the key runs out, or sooner.
 local keep = math.min(math.max(pttl, 0), tonumber(ARGV[6])) + tonumber(ARGV[7])
 redis.call("HSET", KEYS[3], id, now + keep * 1000)

@@ -25,6 +25,8 @@ type Client struct {
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
+	// The acquisition script's fixed arguments, boxed once.
+	refreshMs, slackMs any
 
 	mu     sync.Mutex
 	closed bool
@@ -78,6 +80,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		allStart: true,
 	}
 	c.notify.c = c
+	c.refreshMs, c.slackMs = c.refresh().Milliseconds(), c.entrySlack().Milliseconds()
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {
 			c.allStart = false
@@ -203,14 +206,18 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := c.acquire(ctx, key, ttl, cfg, nil)
+	l, _, err := c.acquire(ctx, key, ttl, cfg, nil, true)
 	return l, err
 }
 
 // acquire is one acquisition round with a new token (two with fencing),
-// for the waiting Lock call w (nil for TryLock). It returns the round too,
-// nil when none was sent, so that a waiting Lock can read the refusals.
-func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) (*Lock, *round, error) {
+// for the waiting Lock call w (nil for TryLock). A plain round sends SET
+// NX PX, the cheapest command there is; otherwise the acquisition script
+// runs, which also queues w when the key is held and reports the holder's
+// TTL. A reservation of the key for a waiter refuses SET NX too. It
+// returns the round too, nil when none was sent, so that a waiting Lock can
+// read the refusals.
+func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter, plain bool) (*Lock, *round, error) {
 	if cfg.fencing {
 		return c.acquireFenced(ctx, key, ttl, cfg, w)
 	}
@@ -219,8 +226,11 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		return nil, nil, err
 	}
 	ms := ttl.Milliseconds()
-	r, err := c.run(ctx, false, op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, nil),
-		status: acquireStatus, keep: true})
+	o := op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
+	if !plain {
+		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, nil), status: acquireStatus, keep: true}
+	}
+	r, err := c.run(ctx, false, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,16 +248,16 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 	if w != nil {
 		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
 	}
-	nkeys := 4
+	nkeys := 3
 	if fence != nil {
-		nkeys = 6
+		nkeys = 5
 	}
-	args := make([]any, 0, 15)
-	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key), reservedKey(key))
+	args := make([]any, 0, 14)
+	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key))
 	if fence != nil {
 		args = append(args, fence[0], EpochKey)
 	}
-	args = append(args, token, ms, id, prio, waited, c.refresh().Milliseconds(), c.entrySlack().Milliseconds())
+	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs)
 	if fence != nil {
 		args = append(args, fence[1])
 	}

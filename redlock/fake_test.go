@@ -79,11 +79,22 @@ func (f *fakeNode) enter(op string) error {
 	return nil
 }
 
-func (f *fakeNode) Do(_ context.Context, cmd string, _ ...any) (any, error) {
+func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
 	if err := f.enter(cmd); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("fake: unexpected command %s", cmd)
+	if cmd != "SET" {
+		return nil, fmt.Errorf("fake: unexpected command %s", cmd)
+	}
+	key, token := args[0].(string), args[1].(string)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens = append(f.tokens, token)
+	if _, ok := f.data[key]; ok {
+		return nil, nil
+	}
+	f.data[key] = token
+	return "OK", nil
 }
 
 // Eval runs the scripts. The acquisition script counts as "SET" (calls,
@@ -97,9 +108,8 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	}
 	switch op {
 	case "SET":
-		// KEYS: key, waiters, deadlines, reservation[, fence key, epoch
-		// key]; ARGV: token, ttl, waiter id, priority, waited, refresh,
-		// slack[, epoch].
+		// KEYS: key, waiters, deadlines[, fence key, epoch key]; ARGV:
+		// token, ttl, waiter id, priority, waited, refresh, slack[, epoch].
 		nkeys := keysAndArgs[0].(int)
 		key := keysAndArgs[1].(string)
 		argv := keysAndArgs[1+nkeys:]
@@ -111,10 +121,10 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 			return []any{int64(codeHeld), int64(-1), int64(-1)}, nil
 		}
 		f.data[key] = token
-		if nkeys == 4 {
-			return []any{int64(codeAcquired)}, nil
+		if nkeys == 3 {
+			return int64(codeAcquired), nil
 		}
-		fkey, ekey, epoch := keysAndArgs[5].(string), keysAndArgs[6].(string), argv[7].(string)
+		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[7].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}
@@ -138,7 +148,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	// release and extend: KEYS[1] the key; ARGV[1] the token.
 	nkeys := 1
 	if op == "release" {
-		nkeys = 4
+		nkeys = 3
 	}
 	key, token := keysAndArgs[0].(string), keysAndArgs[nkeys].(string)
 	f.mu.Lock()

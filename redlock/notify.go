@@ -148,6 +148,15 @@ func (n *notifier) armedKey(key string) bool {
 	return ok && kw.isReady && kw.count >= n.c.quorum
 }
 
+// subscribed reports whether the Client subscribes to key's
+// announcements, armed or not: someone waited for it lately.
+func (n *notifier) subscribed(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.keys[ReleaseChannel(key)]
+	return ok
+}
+
 // waitArmed waits, at most one node timeout, until kw is armed; it
 // reports whether it is.
 func (n *notifier) waitArmed(ctx context.Context, kw *keyWait) bool {

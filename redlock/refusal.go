@@ -22,10 +22,13 @@ type acqReply struct {
 	priority int64 // refused: the caller's priority in the queue; -1 when it does not wait
 }
 
-// parseAcquire reads {1}, {1, counter, epoch}, or {code, pttl, priority}.
+// parseAcquire reads 1, {1, counter, epoch}, or {code, pttl, priority}.
 func parseAcquire(reply any) (acqReply, bool) {
+	if n, ok := reply.(int64); ok {
+		return acqReply{code: n}, n == codeAcquired
+	}
 	vs, ok := reply.([]any)
-	if !ok || len(vs) == 0 {
+	if !ok || len(vs) != 3 {
 		return acqReply{}, false
 	}
 	code, ok := vs[0].(int64)
@@ -33,8 +36,8 @@ func parseAcquire(reply any) (acqReply, bool) {
 	case !ok:
 		return acqReply{}, false
 	case code == codeAcquired:
-		return acqReply{code: code}, len(vs) == 1 || len(vs) == 3
-	case code != codeHeld && code != codeReserved || len(vs) != 3:
+		return acqReply{code: code}, true
+	case code != codeHeld && code != codeReserved:
 		return acqReply{}, false
 	}
 	pttl, ok1 := vs[1].(int64)
@@ -52,7 +55,7 @@ func acquireStatus(addr string, reply any, err error) (NodeStatus, error) {
 	case !ok:
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
 	case a.code == codeAcquired:
-		if len(reply.([]any)) == 3 {
+		if _, fenced := reply.([]any); fenced {
 			if _, err := parseFenceReply(reply); err != nil {
 				return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
 			}
@@ -77,15 +80,15 @@ func replyString(v any) (string, bool) {
 // each refusing node said of the key (NodeResult.TTL, Reserved) and the
 // error's RetryAfter.
 func (c *Client) readRefusals(e *QuorumError, r *round) {
-	if r.replies == nil {
-		return
-	}
 	for i := range e.Nodes {
 		n := &e.Nodes[i]
 		if n.Status != NodeRefused {
 			continue
 		}
-		n.TTL = -1
+		n.TTL = -1 // a plain SET NX does not say
+		if r.replies == nil {
+			continue
+		}
 		if a, ok := parseAcquire(r.replies[i]); ok {
 			n.Reserved = a.code == codeReserved
 			if a.pttl >= 0 {

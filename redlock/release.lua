@@ -1,14 +1,16 @@
--- Release: delete the lock key only while it holds our token, keep the
--- key for the longest waiter for a short window, and announce the release.
+-- Release: give up the lock key only while it holds our token, keep it
+-- for the longest waiter for a short window, and announce the release.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
--- KEYS[3] the waiters' deadlines (hash, node time in µs); KEYS[4] the
--- reservation.
+-- KEYS[3] the waiters' deadlines (hash, node time in µs).
 -- ARGV[1] the owner token; ARGV[2] the channel that announces releases of
 -- the key; ARGV[3] the reservation window in ms, 0 for none; ARGV[4] the
 -- queue id the lock was waited for with, "" for none: it leaves the queue
 -- even on a node that never granted the lock.
--- Publishes the id of the waiter the key is kept for ("" for none).
--- Returns 1 when the key was ours and is gone, 0 when it was not ours.
+-- With a live waiter queued and a window, the key is not deleted but set
+-- to "redlock:reserved:<id>" for the window: SET NX from anyone fails, the
+-- acquisition script lets that waiter in. Publishes the id of the waiter
+-- the key is kept for ("" for none).
+-- Returns 1 when the key was ours and is released, 0 when it was not ours.
 if ARGV[4] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[4])
 	redis.call("HDEL", KEYS[3], ARGV[4])
@@ -16,7 +18,6 @@ end
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
-redis.call("DEL", KEYS[1])
 local next = ""
 if tonumber(ARGV[3]) > 0 then
 	local t = redis.call("TIME")
@@ -36,9 +37,11 @@ if tonumber(ARGV[3]) > 0 then
 		redis.call("ZREM", KEYS[2], head)
 		redis.call("HDEL", KEYS[3], head)
 	end
-	if next ~= "" then
-		redis.call("SET", KEYS[4], next, "PX", ARGV[3])
-	end
+end
+if next ~= "" then
+	redis.call("SET", KEYS[1], "redlock:reserved:" .. next, "PX", ARGV[3])
+else
+	redis.call("DEL", KEYS[1])
 end
 redis.call("PUBLISH", ARGV[2], next)
 return 1

@@ -280,7 +280,10 @@ func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
 		_, err := c.Lock(context.Background(), "k", ttl)
 		done <- err
 	}()
-	require.Equal(t, 1, <-asked)            // the first round failed
+	// The first attempt is a plain SET NX round, then (without
+	// announcements to wait for) the script's round at once: both fail.
+	require.Equal(t, 1, <-asked)
+	require.Equal(t, 1, <-asked)
 	require.True(t, clk.WaitTimers(1, nil)) // and Lock waits on its retry timer
 	for _, n := range nodes {
 		n.mu.Lock()
@@ -290,7 +293,7 @@ func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	require.NoError(t, <-done)
 	require.NoError(t, c.Close()) // the round may have been decided before node 0 answered
-	require.Equal(t, 2, nodes[0].count("SET"))
+	require.Equal(t, 3, nodes[0].count("SET"))
 }
 
 func TestLock_usesANewTokenEachRound(t *testing.T) {
@@ -304,7 +307,8 @@ func TestLock_usesANewTokenEachRound(t *testing.T) {
 		l, _ := c.Lock(context.Background(), "k", ttl)
 		done <- l
 	}()
-	<-asked
+	<-asked // the plain round
+	<-asked // the script's round
 	require.True(t, clk.WaitTimers(1, nil))
 	for _, n := range nodes {
 		n.mu.Lock()
@@ -317,9 +321,10 @@ func TestLock_usesANewTokenEachRound(t *testing.T) {
 	require.NoError(t, c.Close())
 	nodes[0].mu.Lock()
 	defer nodes[0].mu.Unlock()
-	require.Len(t, nodes[0].tokens, 2)
+	require.Len(t, nodes[0].tokens, 3)
 	require.NotEqual(t, nodes[0].tokens[0], nodes[0].tokens[1])
-	require.Equal(t, l.Token(), nodes[0].tokens[1])
+	require.NotEqual(t, nodes[0].tokens[1], nodes[0].tokens[2])
+	require.Equal(t, l.Token(), nodes[0].tokens[2])
 }
 
 func TestUnlock_waitsForAnAcquisitionStillInFlightOnThatNode(t *testing.T) {
@@ -368,7 +373,8 @@ func TestLock_contextEndingWhileWaitingMatchesBothErrors(t *testing.T) {
 		_, err := c.Lock(ctx, "k", ttl)
 		done <- err
 	}()
-	<-asked
+	<-asked // the plain round
+	<-asked // the script's round
 	require.True(t, clk.WaitTimers(1, nil))
 	cancel()
 	err := <-done

@@ -20,9 +20,9 @@ var (
 
 	// The scripts take the keys in KEYS and every value in ARGV; nothing
 	// is ever interpolated into their source. The acquisition script takes
-	// 4 keys, 6 with fencing, so its key count goes with each call.
+	// 3 keys, 5 with fencing, so its key count goes with each call.
 	acquireScript    = redis.NewScript(-1, acquireSource)
-	releaseScript    = redis.NewScript(4, releaseSource)
+	releaseScript    = redis.NewScript(3, releaseSource)
 	leaveScript      = redis.NewScript(3, leaveSource)
 	extendScript     = redis.NewScript(1, extendSource)
 	fenceStoreScript = redis.NewScript(1, fenceStoreSource)
@@ -32,7 +32,11 @@ var (
 // the key alone, so that every client of a key agrees on them.
 func waitersKey(key string) string   { return key + ":waiters" }
 func deadlinesKey(key string) string { return key + ":waiters:until" }
-func reservedKey(key string) string  { return key + ":next" }
+
+// reservedPrefix starts the value a release leaves in the lock key to keep
+// it for a waiter: reservedPrefix + the waiter's id (acquire.lua,
+// release.lua, leave.lua).
+const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
 // that lock key was released: "redlock:released:" + key. The message is
@@ -44,5 +48,5 @@ func ReleaseChannel(key string) string { return "redlock:released:" + key }
 // token; waited is the queue id the lock was waited for with ("" for
 // none), window the reservation window in ms (0 for none).
 func releaseArgs(key, token, waited string, window int64) []any {
-	return []any{key, waitersKey(key), deadlinesKey(key), reservedKey(key), token, ReleaseChannel(key), window, waited}
+	return []any{key, waitersKey(key), deadlinesKey(key), token, ReleaseChannel(key), window, waited}
 }

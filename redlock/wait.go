@@ -156,8 +156,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		} else {
 			armed = c.notify.armedKey(key)
 		}
+		// The first round is a plain SET NX, unless the Client already
+		// waits for the key: it is likely held, and the script queues.
+		plain := failures == 1 && !c.notify.subscribed(key)
 		var r *round
-		l, r, err = c.acquire(ctx, key, ttl, cfg, w)
+		l, r, err = c.acquire(ctx, key, ttl, cfg, w, plain)
 		var qe *QuorumError
 		if err == nil {
 			l.waited = w.id
@@ -179,10 +182,14 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			// A release between this round's refusal and the subscription
 			// would go unheard: once subscribed, ask again at once.
 			checked = true
-			if c.notify.waitArmed(ctx, w.kw) {
-				failures--
+			if c.notify.waitArmed(ctx, w.kw) || plain {
+				failures-- // the same attempt, asked again
 				continue
 			}
+		}
+		if plain {
+			failures--
+			continue // ask with the script: it queues and tells the TTL
 		}
 		wait, namedOnly := delay, false
 		switch refused := qe.Count(NodeRefused); {
@@ -266,7 +273,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if !w.queued || l != nil {
 		return
 	}
-	args := []any{waitersKey(key), deadlinesKey(key), reservedKey(key), w.id}
+	args := []any{waitersKey(key), deadlinesKey(key), key, w.id}
 	for _, p := range c.pools {
 		if !c.begin(1) {
 			return

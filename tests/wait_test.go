@@ -29,9 +29,9 @@ var neverRetry = redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Min
 // hourTTL is a holder's TTL that no test outlives.
 const hourTTL = time.Hour
 
-// countingPool counts the acquisition rounds sent through a pool: the
-// acquisition script is the only call whose first argument is its key
-// count.
+// countingPool counts the acquisition rounds sent through a pool: plain
+// SET NX, and the acquisition script (the only call whose first argument
+// is its key count).
 type countingPool struct {
 	pool.Pool
 	acquires *atomic.Int64
@@ -50,7 +50,17 @@ func (p countingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (a
 	return p.Pool.Eval(ctx, s, args...)
 }
 
+func (p countingPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	if cmd == "SET" {
+		p.acquires.Add(1)
+	}
+	return p.Pool.Do(ctx, cmd, args...)
+}
+
 func (p countingPool) Start(rcv pool.Receiver, cmd string, args ...any) {
+	if cmd == "SET" {
+		p.acquires.Add(1)
+	}
 	p.Pool.(pool.Starter).Start(rcv, cmd, args...)
 }
 
@@ -83,7 +93,7 @@ type plainCountingPool struct{ p countingPool }
 func (p plainCountingPool) Addr() string { return p.p.Addr() }
 func (p plainCountingPool) Close() error { return p.p.Close() }
 func (p plainCountingPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
-	return p.p.Pool.Do(ctx, cmd, args...)
+	return p.p.Do(ctx, cmd, args...)
 }
 func (p plainCountingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
 	return p.p.Eval(ctx, s, args...)
@@ -171,9 +181,10 @@ func TestLock_isWokenByTheRelease(t *testing.T) {
 				t.Fatalf("Lock returned while the key was held: %v", r.err)
 			default:
 			}
-			// The waiter asks, subscribes, and asks again once the
-			// subscription is confirmed (a release in between would have
-			// gone unheard); then it sleeps.
+			// The waiter asks (SET NX), subscribes, and asks again with
+			// the script once the subscription is confirmed (a release in
+			// between would have gone unheard; the script queues it and
+			// tells the TTL); then it sleeps.
 			require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
 			require.NoError(t, held.Unlock(ctxT(t, quickly)))
 			r := <-got
@@ -224,7 +235,7 @@ func TestLock_servesWaitersInTheOrderTheyCame(t *testing.T) {
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
 
 	// The releasing client asks again at once: the key is kept for the
-	// first waiter.
+	// first waiter, and even a plain SET NX is refused.
 	_, err := holder.TryLock(ctxT(t, quickly), key, longTTL)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	qe := asQuorumError(t, err)
@@ -265,12 +276,13 @@ func TestLock_servesWaitersInTheOrderTheyCame(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "queues empty once everyone was served")
 }
 
-func TestLock_refusedAcquisitionTellsTheTTLLeft(t *testing.T) {
+func TestLock_refusedRoundsTellTheTTLLeft(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client()
 	holdForeign(t, e.nodes, key, 0, 1, 2, 3, 4)
-	_, err := c.TryLock(ctxT(t, quickly), key, longTTL)
+	_, err := c.Lock(ctxT(t, 300*time.Millisecond), key, longTTL)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	qe := asQuorumError(t, err)
 	require.True(t, qe.Busy())
 	require.Greater(t, qe.RetryAfter, foreignTTL-10*time.Second)
