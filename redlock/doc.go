@@ -22,9 +22,18 @@
 // landed) at once, nodes that reply after the decision as their replies
 // come. Refusals are never released: they hold another owner's key.
 //
-// Lock repeats rounds until one succeeds or its context ends, waiting a
-// random, growing delay between rounds (DefaultRetry: from 5-10ms up to
-// 125-250ms). Each round has its own token.
+// Lock repeats rounds until one succeeds or its context ends. It does not
+// poll: after a refused round it subscribes to the key's release
+// announcements on every node (one pub/sub connection per node per
+// Client) and sleeps until a release that concerns it is announced, or
+// until the holder's key runs out (its rounds run a script that reports
+// the key's TTL). While it waits it is queued on the nodes, and a release
+// keeps the key for the longest waiter for a short window
+// (WithHandoffWindow), so waiters are served in the order they came and
+// the releasing worker cannot take the lock straight back. The retry
+// strategy (DefaultRetry: a random, growing delay from 5-10ms up to
+// 125-250ms) paces the rounds only when the nodes cannot tell how long to
+// wait. Each round has its own token. See docs/waiting.md.
 //
 // # Extend and Unlock
 //
