@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,11 @@ const (
 	modeLatency    = "latency"    // 1 worker, its own key, with the floor
 	modeThroughput = "throughput" // many workers, a key each
 	modeContended  = "contended"  // many workers, one key, held for -hold
+	modeTakeover   = "takeover"   // many workers, one key, holders die instead of Unlock
 )
+
+// modes lists the values of -mode, for messages.
+var modes = []string{modeLatency, modeThroughput, modeContended, modeTakeover}
 
 // Values of -pool.
 const (
@@ -37,8 +42,15 @@ const (
 const (
 	// defaultNodes is how many nodes the tool starts itself.
 	defaultNodes = 5
-	// defaultContendedHold is -hold in contended mode when not given.
+	// defaultContendedHold is -hold in contended and takeover modes when
+	// not given.
 	defaultContendedHold = 10 * time.Millisecond
+	// defaultTTL is -ttl when not given, except in takeover mode.
+	defaultTTL = 10 * time.Second
+	// defaultTakeoverTTL is -ttl in takeover mode when not given: every
+	// takeover waits for it, so it sets how many a run measures (about
+	// 25 in the default 3 seconds).
+	defaultTakeoverTTL = 100 * time.Millisecond
 	// byMode marks a setting whose default depends on the mode; see
 	// config.withDefaults.
 	byMode = -1
@@ -48,13 +60,14 @@ const (
 
 // config is what the flags ask for.
 type config struct {
-	mode        string        // modeLatency, modeThroughput or modeContended
+	mode        string        // modeLatency, modeThroughput, modeContended or modeTakeover
 	pool        string        // poolPipelined, poolPlain or poolBoth
 	addrs       []string      // existing nodes; empty: start nodes
 	nodes       int           // how many nodes to start without addrs
 	duration    time.Duration // how long to measure, per pool kind
 	workers     int           // concurrent workers; 0: by mode
-	ttl         time.Duration // lock TTL
+	clients     int           // redlock Clients the workers are spread over; 0: by mode
+	ttl         time.Duration // lock TTL; byMode: by mode
 	hold        time.Duration // how long a worker holds each lock; byMode: by mode
 	nodeTimeout time.Duration // redlock node timeout
 	floor       bool          // measure the floor in every mode, not only latency
@@ -72,7 +85,7 @@ func defaultConfig() config {
 		pool:        poolPipelined,
 		nodes:       defaultNodes,
 		duration:    3 * time.Second,
-		ttl:         10 * time.Second,
+		ttl:         byMode,
 		hold:        byMode,
 		nodeTimeout: redlock.DefaultNodeTimeout,
 		pauseNode:   noNode,
@@ -87,15 +100,27 @@ func (c config) withDefaults() config {
 		switch c.mode {
 		case modeThroughput:
 			c.workers = 32
-		case modeContended:
+		case modeContended, modeTakeover:
 			c.workers = 8
 		default:
 			c.workers = 1
 		}
 	}
+	if c.clients == 0 {
+		c.clients = 1
+		if c.sharedKey() {
+			c.clients = c.workers // as many processes as workers
+		}
+	}
+	if c.ttl == byMode {
+		c.ttl = defaultTTL
+		if c.mode == modeTakeover {
+			c.ttl = defaultTakeoverTTL
+		}
+	}
 	if c.hold == byMode {
 		c.hold = 0
-		if c.mode == modeContended {
+		if c.sharedKey() {
 			c.hold = defaultContendedHold
 		}
 	}
@@ -103,6 +128,17 @@ func (c config) withDefaults() config {
 		c.faultAfter = c.duration / 3
 	}
 	return c
+}
+
+// sharedKey reports whether the workers all lock one key (contended and
+// takeover modes) rather than a key each.
+func (c config) sharedKey() bool {
+	return c.mode == modeContended || c.mode == modeTakeover
+}
+
+// workersPerClient is the most workers that share one Client.
+func (c config) workersPerClient() int {
+	return (c.workers + c.clients - 1) / c.clients
 }
 
 // poolKinds lists the pool kinds to run, in order.
@@ -128,14 +164,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var addrs string
-	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\" or \"contended\"")
+	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\"")
 	fs.StringVar(&cfg.pool, "pool", cfg.pool, "client pool: \"pipelined\" (pool.New), \"plain\" (a redigo pool per node) or \"both\"")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long to measure, per pool kind")
-	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended)")
-	fs.DurationVar(&cfg.ttl, "ttl", cfg.ttl, "lock TTL")
-	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended, 0 otherwise)", durationSetter(&cfg.hold))
+	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended and takeover)")
+	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise)", positiveSetter(&cfg.clients))
+	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover)", durationSetter(&cfg.ttl))
+	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended and takeover, 0 otherwise)", durationSetter(&cfg.hold))
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
 	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
 	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
@@ -181,6 +218,21 @@ func durationSetter(d *time.Duration) func(string) error {
 	}
 }
 
+// positiveSetter parses a flag's integer into n, which must be at least 1.
+func positiveSetter(n *int) func(string) error {
+	return func(s string) error {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		if v < 1 {
+			return fmt.Errorf("%d must be at least 1", v)
+		}
+		*n = v
+		return nil
+	}
+}
+
 // usage prints the help text, without the hidden -backend flag.
 func usage(fs *flag.FlagSet, nodes int) {
 	fmt.Fprintf(fs.Output(), "Usage: redlock-bench [flags]\n\n"+
@@ -204,8 +256,8 @@ func usage(fs *flag.FlagSet, nodes int) {
 func (c config) validate() error {
 	d := c.withDefaults()
 	switch {
-	case c.mode != modeLatency && c.mode != modeThroughput && c.mode != modeContended:
-		return fmt.Errorf("-mode %q: want %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended)
+	case !contains(modes, c.mode):
+		return fmt.Errorf("-mode %q: want %q, %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended, modeTakeover)
 	case c.pool != poolPipelined && c.pool != poolPlain && c.pool != poolBoth:
 		return fmt.Errorf("-pool %q: want %q, %q or %q", c.pool, poolPipelined, poolPlain, poolBoth)
 	case c.nodes < 1:
@@ -216,12 +268,16 @@ func (c config) validate() error {
 		return fmt.Errorf("-workers %d must be at least 1", c.workers)
 	case c.mode == modeLatency && d.workers != 1:
 		return fmt.Errorf("-mode latency uses 1 worker (got -workers %d); use -mode throughput for more", d.workers)
-	case c.ttl <= 0:
+	case c.clients < 0:
+		return fmt.Errorf("-clients %d must be at least 1", c.clients)
+	case d.clients > d.workers:
+		return fmt.Errorf("-clients %d is more than the %s: every client needs a worker (-workers)", d.clients, plural(d.workers, "worker"))
+	case c.ttl <= 0 && c.ttl != byMode:
 		return fmt.Errorf("-ttl %v must be positive", c.ttl)
 	case c.hold < 0 && c.hold != byMode:
 		return fmt.Errorf("-hold %v must not be negative", c.hold)
-	case d.hold >= c.ttl:
-		return fmt.Errorf("-hold %v must be shorter than -ttl %v, or the locks expire while held", d.hold, c.ttl)
+	case d.hold >= d.ttl:
+		return fmt.Errorf("-hold %v must be shorter than -ttl %v, or the locks expire while held", d.hold, d.ttl)
 	case c.nodeTimeout <= 0:
 		return fmt.Errorf("-node-timeout %v must be positive", c.nodeTimeout)
 	case c.faultAfter < 0:

@@ -10,10 +10,11 @@
 // 127.0.0.1 (the binary is looked up on $PATH, or named by $REDIS_SERVER),
 // runs the latency mode for 3 seconds and prints a report; the servers are
 // stopped before it exits. When redis-server is not installed it falls back
-// to in-process servers (miniredis) and warns on stderr that their figures
-// are not representative; install redis-server (apt-get install
-// redis-server) for real figures. With -addrs it uses nodes that are
-// already running and starts nothing:
+// to in-process servers (miniredis, whose keys are made to expire with the
+// wall clock, as on Redis) and warns on stderr that their figures are not
+// representative; install redis-server (apt-get install redis-server) for
+// real figures. With -addrs it uses nodes that are already running and
+// starts nothing:
 //
 //	redlock-bench -addrs redis-1:6379,redis-2:6379,redis-3:6379
 //
@@ -37,10 +38,37 @@
 // holder's Lock returning) and the efficiency, acquisitions/s ÷ (1/hold):
 // 1 means the lock was never idle while someone wanted it.
 //
-// Each worker first takes and releases its lock once, unmeasured, so that
-// connections are dialled before measuring starts (bounded by one second
-// and by -duration). Latencies go into HDR histograms (1µs to 60s, 3
-// significant digits), one set per worker, merged at the end.
+// -mode takeover: how long an expired lock sits free before a waiter
+// takes it over. -workers workers (default 8) share one key as in
+// contended mode, but every holder dies instead of unlocking: it holds
+// the lock for -hold (default 10ms), never calls Unlock, and sits out
+// until its key has expired, at expiry = t1 + -ttl (default 100ms in this
+// mode), t1 being when its Lock returned (its SETs landed before t1, so
+// the key has expired on a quorum by then, to the nodes' millisecond
+// precision); then it calls Lock again, like a process that restarted.
+// The next Lock to return records the takeover: its return time minus
+// expiry, or 0 when it returned before (counted as early). The report
+// gives the takeover percentiles (the takeover row), how many takeovers
+// went to the worker that had died and how many were early; the acquire
+// row is the wait, which includes the TTL. Hand-off, efficiency and
+// release latency do not apply and are left out; a round is one
+// acquisition (lock, hold, die). A run gives about -duration ÷ (-ttl +
+// takeover) samples: about 25 with the defaults.
+//
+// Each worker first takes and releases its lock once, unmeasured and on
+// its own Client, so that connections are dialled before measuring starts
+// (bounded by one second and by -duration). Latencies go into HDR
+// histograms (1µs to 60s, 3 significant digits), one set per worker,
+// merged at the end.
+//
+// # Clients
+//
+// -clients N spreads the workers round-robin over N redlock Clients, each
+// on pools of its own (its own connections to every node), so that the
+// contention looks like N separate processes. The default is one Client
+// per worker in contended and takeover modes, and 1 in latency and
+// throughput modes; N must be from 1 to the number of workers. Every
+// Client and its pools are closed at the end of each run.
 //
 // # Pools
 //
@@ -48,8 +76,8 @@
 // pipelines the commands of concurrent callers on one connection per node.
 // -pool plain runs it on a redigo *redis.Pool per node (one connection per
 // call, the way most Redis lock libraries work) with the same 1s dial,
-// read and write timeouts and 2 idle connections per worker (plus 8),
-// wrapped with pool.FromRedigo. -pool both runs the mode once with each,
+// read and write timeouts and 2 idle connections per worker of its Client
+// (plus 8), wrapped with pool.FromRedigo. -pool both runs the mode once with each,
 // on the same nodes, each for -duration, and prints the ratios
 // pipelined/plain of rounds/s and of acquire p50.
 //
@@ -68,18 +96,25 @@
 // # Output
 //
 // The report gives the backend (the Redis version from INFO server), the
-// nodes, the mode and its settings; per pool kind: acquire and release
-// latency percentiles (p50, p90, p99, max), completed lock+unlock rounds per
-// second, allocations per round (the whole process's heap allocations
+// nodes, the mode and its settings (workers, clients, keys, TTL, hold);
+// per pool kind: acquire and release latency percentiles (p50, p90, p99,
+// max), completed lock+unlock rounds per second, allocations per round (the whole process's heap allocations
 // during the measurement divided by rounds: an upper bound that includes
 // the tool's own bookkeeping, and with miniredis the servers'), the
 // connections the nodes accepted while measuring, errors counted by kind
 // with the first message of each, Lock calls cut short by the end of the
 // run and, on nodes the tool started, lock keys still present after every
-// Unlock returned. -json prints the same as one JSON object on stdout
+// Unlock returned and the Clients closed. In takeover mode the holders
+// that died never Unlock, and the last one's key (perhaps a few more, on
+// single nodes) is still there when the run ends: the check does not wait
+// for it, but tells those keys apart by their values, the tokens of the
+// locks the dead holders took; it reports them as keys of dead holders
+// (they expire by themselves within the TTL) and counts only other keys
+// as leftover. -json prints the same as one JSON object on stdout
 // instead of the table (durations in microseconds, fields ending in _us).
 // -plot FILE draws the acquire latency distribution (percentile on a log
-// axis), one curve per pool kind, as SVG or PNG by FILE's extension.
+// axis), one curve per pool kind (in takeover mode, and one of the
+// takeover latency), as SVG or PNG by FILE's extension.
 //
 // While measuring, a progress bar is drawn on stderr when stderr is a
 // terminal, and nothing otherwise.

@@ -91,7 +91,9 @@ func (n *nodes) stop() error {
 	return n.close()
 }
 
-// startMiniredis starts n in-process servers on 127.0.0.1.
+// startMiniredis starts n in-process servers on 127.0.0.1. Their keys
+// expire with the wall clock, as on Redis (miniredis's own default is to
+// expire keys only when told to): takeover mode waits for that.
 func startMiniredis(n int) (*nodes, error) {
 	servers := make([]*miniredis.Miniredis, 0, n)
 	closeAll := func() error {
@@ -110,6 +112,7 @@ func startMiniredis(n int) (*nodes, error) {
 			closeAll()
 			return nil, fmt.Errorf("starting miniredis: %w", err)
 		}
+		m.ClockTTL(true)
 		servers = append(servers, m)
 		ns.addrs = append(ns.addrs, m.Addr())
 		ns.local = append(ns.local, miniNode{m})
@@ -222,23 +225,46 @@ func info(addr, section string) (map[string]string, error) {
 	return fields, nil
 }
 
-// countKeys returns how many keys starting with prefix the nodes hold.
-// Use it only on nodes the tool started: KEYS scans the whole key space.
-func countKeys(addrs []string, prefix string) (int, error) {
-	n := 0
-	for _, addr := range addrs {
-		conn, err := adminDial(addr)
-		if err != nil {
-			return n, fmt.Errorf("node %s: %w", addr, err)
-		}
-		keys, err := redis.Strings(conn.Do("KEYS", prefix+"*"))
-		conn.Close()
-		if err != nil {
-			return n, fmt.Errorf("node %s: KEYS: %w", addr, err)
-		}
-		n += len(keys)
+// countKeys returns how many of the lock keys the nodes still hold, over
+// all nodes. Keys whose value is one of the tokens in died (the locks of
+// holders that died, in takeover mode) are counted apart, in dead. Only
+// the lock keys themselves count: the keys the client keeps beside them
+// (its waiter queues) do not.
+func countKeys(addrs, keys []string, died map[string]bool) (n, dead int, err error) {
+	if len(keys) == 0 {
+		return 0, 0, nil
 	}
-	return n, nil
+	for _, addr := range addrs {
+		values, err := getAll(addr, keys)
+		if err != nil {
+			return n, dead, fmt.Errorf("node %s: %w", addr, err)
+		}
+		for _, v := range values {
+			switch {
+			case v == nil: // no such key (or not a lock's)
+			case died[string(v)]:
+				dead++
+			default:
+				n++
+			}
+		}
+	}
+	return n, dead, nil
+}
+
+// getAll returns the values of keys on the node at addr: nil for a key
+// that does not exist or holds no string.
+func getAll(addr string, keys []string) ([][]byte, error) {
+	conn, err := adminDial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	values, err := redis.ByteSlices(conn.Do("MGET", redis.Args{}.AddFlat(keys)...))
+	if err != nil {
+		return nil, fmt.Errorf("MGET: %w", err)
+	}
+	return values, nil
 }
 
 // adminDial connects to the node at addr for the tool's own queries.

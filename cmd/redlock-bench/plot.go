@@ -16,13 +16,18 @@ import (
 // decades of 1/(1-q): 20 points per "nine".
 const plotStep = 0.05
 
-// writePlot draws the acquire latency distribution of each run, as
-// latency against percentile on a log axis (the usual HDR picture: the
-// tail spreads out to the right), and saves it to path; the extension
-// (.svg or .png) picks the format.
+// writePlot draws the acquire latency distribution of each run (and in
+// takeover mode the takeover latency), as latency against percentile on a
+// log axis (the usual HDR picture: the tail spreads out to the right),
+// and saves it to path; the extension (.svg or .png) picks the format.
 func writePlot(path string, rep *report, runs []*runResult) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("redlock %s: acquire latency, %s, %d nodes", rep.Mode, plural(rep.Workers, "worker"), rep.Nodes)
+	what := "acquire latency"
+	if rep.Mode == modeTakeover {
+		what = "acquire and takeover latency"
+	}
+	p.Title.Text = fmt.Sprintf("redlock %s: %s, %s on %s, %d nodes", rep.Mode, what,
+		plural(rep.Workers, "worker"), plural(rep.Clients, "client"), rep.Nodes)
 	p.X.Label.Text = "percentile"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = percentileTicks{}
@@ -41,7 +46,12 @@ func writePlot(path string, rep *report, runs []*runResult) error {
 	}
 	var all []series
 	for _, r := range runs {
-		all = append(all, series{r.pool, r.acquire, false})
+		if r.takeover != nil {
+			all = append(all, series{r.pool + " acquire", r.acquire, false},
+				series{r.pool + " takeover", r.takeover, true})
+		} else {
+			all = append(all, series{r.pool, r.acquire, false})
+		}
 		if r.fault != nil && r.injected {
 			all = append(all,
 				series{r.pool + " before " + r.fault.kind, r.before, true},

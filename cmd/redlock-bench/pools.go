@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
 )
 
 // plainIdleExtra is how many idle connections a plain pool keeps per node
@@ -19,8 +21,9 @@ import (
 // dialling rather than one connection per call.
 const plainIdleExtra = 8
 
-// newPools returns one pool per node of the given kind. On error it
-// closes those it made.
+// newPools returns one pool per node of the given kind, for a Client
+// that serves the given number of workers. On error it closes those it
+// made.
 func newPools(kind string, addrs []string, workers int) ([]pool.Pool, error) {
 	pools := make([]pool.Pool, 0, len(addrs))
 	for _, addr := range addrs {
@@ -64,5 +67,64 @@ func plainPool(addr string, workers int) *redis.Pool {
 func closePools(pools []pool.Pool) {
 	for _, p := range pools {
 		p.Close()
+	}
+}
+
+// clientSet is the redlock Clients of one run, each on pools of its own:
+// its own connections to every node, as a separate process would have.
+type clientSet struct {
+	clients []*redlock.Client
+	pools   [][]pool.Pool // pools[i] are clients[i]'s
+}
+
+// newClients makes cfg.clients Clients on pools of the given kind, sized
+// for the workers each one serves. On error it closes those it made.
+func newClients(cfg config, kind string, addrs []string) (*clientSet, error) {
+	s := &clientSet{}
+	for range cfg.clients {
+		pools, err := newPools(kind, addrs, cfg.workersPerClient())
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		c, err := redlock.New(pools, redlock.WithNodeTimeout(cfg.nodeTimeout))
+		if err != nil {
+			closePools(pools)
+			s.close()
+			return nil, err
+		}
+		s.clients = append(s.clients, c)
+		s.pools = append(s.pools, pools)
+	}
+	return s, nil
+}
+
+// forWorker returns worker i's Client: the workers are dealt round-robin.
+func (s *clientSet) forWorker(i int) *redlock.Client {
+	return s.clients[i%len(s.clients)]
+}
+
+// closeClients closes every Client, which waits for the commands they
+// still run in the background; the Clients close at once, so that the
+// wait is the longest one's rather than their sum. It may be called more
+// than once.
+func (s *clientSet) closeClients() {
+	var wg sync.WaitGroup
+	for _, c := range s.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// close closes every Client, then every pool. Clients go first: Close
+// waits for background commands, which need their pools.
+func (s *clientSet) close() {
+	s.closeClients()
+	for _, pools := range s.pools {
+		closePools(pools)
 	}
 }

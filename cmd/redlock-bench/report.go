@@ -18,7 +18,8 @@ type report struct {
 	Quorum      int          `json:"quorum"`
 	NodeTimeout duration     `json:"node_timeout_us"`
 	Workers     int          `json:"workers"`
-	Keys        string       `json:"keys"` // "distinct" (a key per worker) or "one"
+	Clients     int          `json:"clients"` // redlock Clients, each with its own connections; workers are dealt round-robin
+	Keys        string       `json:"keys"`    // "distinct" (a key per worker) or "one"
 	TTL         duration     `json:"ttl_us"`
 	Hold        duration     `json:"hold_us"`
 	Duration    duration     `json:"duration_us"` // -duration, per pool kind
@@ -32,18 +33,20 @@ type runReport struct {
 	Pool           string           `json:"pool"`
 	Elapsed        duration         `json:"elapsed_us"`
 	Interrupted    bool             `json:"interrupted"`
-	Rounds         int              `json:"rounds"` // lock+unlock with no error
+	Rounds         int              `json:"rounds"` // lock+unlock with no error; takeover mode: acquisitions (lock, hold, die)
 	RoundsPerSec   float64          `json:"rounds_per_s"`
-	Acquire        summary          `json:"acquire"` // in contended mode: the wait
-	Release        summary          `json:"release"`
+	Acquire        summary          `json:"acquire"`           // in contended and takeover modes: the wait
+	Release        *summary         `json:"release,omitempty"` // not in takeover mode: no Unlock
 	Floor          *floorReport     `json:"floor,omitempty"`
 	Contended      *contendedReport `json:"contended,omitempty"`
+	Takeover       *takeoverReport  `json:"takeover,omitempty"`
 	Fault          *faultReport     `json:"fault,omitempty"`
 	AllocsPerRound float64          `json:"allocs_per_round"` // whole process
 	ConnsDialled   *int64           `json:"conns_dialled,omitempty"`
 	ConnsOpen      *int64           `json:"conns_open,omitempty"`
-	Leftover       int              `json:"leftover_keys"`
-	Unfinished     int              `json:"unfinished"` // Lock calls cut short by the end
+	LeftoverKnown  bool             `json:"leftover_checked"` // only on nodes the tool started, when all answer
+	Leftover       int              `json:"leftover_keys"`    // takeover mode: not counting the dead holders' keys
+	Unfinished     int              `json:"unfinished"`       // Lock calls cut short by the end
 	LongestWait    duration         `json:"unfinished_longest_wait_us"`
 	WaitError      string           `json:"unfinished_error,omitempty"`
 	Errors         []errorReport    `json:"errors"`
@@ -63,6 +66,18 @@ type contendedReport struct {
 	Efficiency   float64 `json:"efficiency"` // acquisitions/s ÷ (1/hold)
 	Handoff      summary `json:"handoff"`    // Unlock returned → next Lock returned
 	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
+}
+
+// takeoverReport is what takeover mode adds. A holder dies (never
+// Unlocks) at every acquisition; its key expires at expiry = t1 + ttl,
+// where t1 is when its Lock returned.
+type takeoverReport struct {
+	Acquisitions int64   `json:"acquisitions"`
+	PerSec       float64 `json:"acquisitions_per_s"`
+	Latency      summary `json:"latency"`          // expiry → the next Lock returned (0 when before)
+	Early        int     `json:"early"`            // takeovers whose Lock returned before the expiry, counted as 0
+	Restarted    int     `json:"restarted"`        // takeovers by the worker that had died, calling Lock again from the expiry
+	DeadKeys     int     `json:"dead_holder_keys"` // keys of dead holders still on the nodes at the end (they expire by themselves); not in leftover_keys
 }
 
 // faultReport is what a fault run adds.
@@ -115,13 +130,14 @@ func newReport(cfg config, ns *nodes, runs []*runResult) *report {
 		Quorum:      len(ns.addrs)/2 + 1,
 		NodeTimeout: duration(cfg.nodeTimeout),
 		Workers:     cfg.workers,
+		Clients:     cfg.clients,
 		Keys:        "distinct",
 		TTL:         duration(cfg.ttl),
 		Hold:        duration(cfg.hold),
 		Duration:    duration(cfg.duration),
 		Runs:        []runReport{},
 	}
-	if cfg.mode == modeContended {
+	if cfg.sharedKey() {
 		rep.Keys = "one"
 	}
 	for _, r := range runs {
@@ -141,17 +157,21 @@ func newReport(cfg config, ns *nodes, runs []*runResult) *report {
 
 func newRunReport(cfg config, r *runResult) runReport {
 	rr := runReport{
-		Pool:         r.pool,
-		Elapsed:      duration(r.elapsed),
-		Interrupted:  r.interrupted,
-		Rounds:       r.rounds,
-		RoundsPerSec: perSec(int64(r.rounds), r.elapsed),
-		Acquire:      summarize(r.acquire),
-		Release:      summarize(r.release),
-		Leftover:     r.leftover,
-		Unfinished:   r.unfinished,
-		LongestWait:  duration(r.longestWait),
-		Errors:       []errorReport{},
+		Pool:          r.pool,
+		Elapsed:       duration(r.elapsed),
+		Interrupted:   r.interrupted,
+		Rounds:        r.rounds,
+		RoundsPerSec:  perSec(int64(r.rounds), r.elapsed),
+		Acquire:       summarize(r.acquire),
+		Leftover:      r.leftover,
+		LeftoverKnown: r.leftoverKnown,
+		Unfinished:    r.unfinished,
+		LongestWait:   duration(r.longestWait),
+		Errors:        []errorReport{},
+	}
+	if cfg.mode != modeTakeover {
+		release := summarize(r.release)
+		rr.Release = &release
 	}
 	if r.rounds > 0 {
 		rr.AllocsPerRound = math.Round(float64(r.mallocs)/float64(r.rounds)*10) / 10
@@ -182,6 +202,16 @@ func newRunReport(cfg config, r *runResult) runReport {
 		}
 		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000
 		rr.Contended = c
+	}
+	if cfg.mode == modeTakeover {
+		rr.Takeover = &takeoverReport{
+			Acquisitions: r.acquire.count(),
+			PerSec:       perSec(r.acquire.count(), r.elapsed),
+			Latency:      summarize(r.takeover),
+			Early:        r.early,
+			Restarted:    r.restarted,
+			DeadKeys:     r.deadKeys,
+		}
 	}
 	if f := r.fault; f != nil {
 		fr := &faultReport{

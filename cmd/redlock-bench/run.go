@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -87,14 +88,17 @@ type runResult struct {
 	release       *hist
 	before, after *hist // acquire latency around the fault; nil without one
 	handoff       *hist // contended mode only
+	takeover      *hist // takeover mode only
 	floor         *hist // nil when not measured
 	floorErr      error // what stopped the floor, if anything
 	fault         *fault
 	faultAddr     string
 	injected      bool  // the fault happened
 	faultErr      error // breaking or healing the node failed
-	rounds        int   // lock+unlock rounds with no error
+	rounds        int   // lock+unlock rounds with no error; takeover mode: acquisitions
 	reacquired    int   // contended mode: acquisitions by the worker that released last
+	restarted     int   // takeover mode: takeovers by the worker that had died
+	early         int   // takeover mode: takeovers before the computed expiry, counted as 0
 	unfinished    int   // Lock calls cut short by the end of the run
 	longestWait   time.Duration
 	waitErr       error
@@ -102,7 +106,9 @@ type runResult struct {
 	connsKnown    bool   // the nodes answered the connection counts below
 	dials         int64  // connections the nodes accepted while measuring
 	connsOpen     int64  // connections open to the nodes at the end
-	leftover      int    // lock keys still on the nodes after the client closed
+	leftover      int    // lock keys still on the nodes after the clients closed
+	leftoverKnown bool   // the nodes were searched for leftover keys
+	deadKeys      int    // takeover mode: keys of holders that died, not yet expired
 	mallocs       uint64 // heap allocations of the whole process while measuring
 }
 
@@ -110,24 +116,20 @@ type runResult struct {
 // that another run follows on the same nodes, so that a killed node must
 // be restarted.
 func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool, stderr io.Writer) (*runResult, error) {
-	pools, err := newPools(kind, ns.addrs, cfg.workers)
+	cs, err := newClients(cfg, kind, ns.addrs)
 	if err != nil {
 		return nil, err
 	}
-	defer closePools(pools)
-	client, err := redlock.New(pools, redlock.WithNodeTimeout(cfg.nodeTimeout))
-	if err != nil {
-		return nil, err
-	}
-	// Runs before the pools close: Close waits for the client's
-	// background commands. (It is also closed before counting leftovers.)
-	defer client.Close()
+	// The clients close before their pools: Close waits for the clients'
+	// background commands. (They are also closed before counting
+	// leftovers.)
+	defer cs.close()
 
 	prefix, keys, err := workerKeys(cfg, kind)
 	if err != nil {
 		return nil, err
 	}
-	if err := warmUp(ctx, client, cfg, keys); err != nil {
+	if err := warmUp(ctx, cs, cfg, keys); err != nil {
 		return nil, err
 	}
 	var fl *floor
@@ -141,8 +143,8 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 	}
 
 	before, okBefore := queryConnStats(ns.addrs)
-	res := measure(ctx, client, cfg, ns, keys, fl, more)
-	res.pool, res.quorum = kind, client.Quorum()
+	res, died := measure(ctx, cs, cfg, ns, keys, fl, more)
+	res.pool, res.quorum = kind, cs.clients[0].Quorum()
 	after, okAfter := queryConnStats(ns.addrs)
 	if res.connsKnown = okBefore && okAfter; res.connsKnown {
 		// Less the connection of the first query itself.
@@ -155,12 +157,14 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 		}
 		res.floor, res.floorErr = fl.hist, fl.err
 	}
-	// Wait for the commands the client still runs in the background, then
-	// look for lock keys that outlived their Unlock.
-	client.Close()
+	// Wait for the commands the clients still run in the background, then
+	// look for lock keys that outlived their Unlock. In takeover mode the
+	// holders that died never Unlock: their keys, told apart by their
+	// tokens, expire by themselves and are counted apart.
+	cs.closeClients()
 	if ns.close != nil {
-		if n, err := countKeys(ns.addrs, prefix); err == nil {
-			res.leftover = n
+		if n, dead, err := countKeys(ns.addrs, slices.Compact(slices.Clone(keys)), died); err == nil {
+			res.leftover, res.deadKeys, res.leftoverKnown = n, dead, true
 		}
 	}
 	return res, nil
@@ -177,7 +181,7 @@ func workerKeys(cfg config, kind string) (prefix string, keys []string, err erro
 	prefix = "redlock-bench:" + id + ":" + kind + ":"
 	keys = make([]string, cfg.workers)
 	for i := range keys {
-		if cfg.mode == modeContended {
+		if cfg.sharedKey() {
 			keys[i] = prefix + "shared"
 		} else {
 			keys[i] = fmt.Sprintf("%sw%d", prefix, i)
@@ -186,15 +190,17 @@ func workerKeys(cfg config, kind string) (prefix string, keys []string, err erro
 	return prefix, keys, nil
 }
 
-// warmUp has every worker take and release its lock once, so that the
-// connections are dialled before measuring. It is bounded by warmupMax
-// and cfg.duration. It fails only for errors that would fail every
-// round, such as a TTL the client rejects.
-func warmUp(ctx context.Context, c *redlock.Client, cfg config, keys []string) error {
+// warmUp has every worker take and release its lock once, each on its
+// own Client, so that every Client's connections are dialled before
+// measuring. It is bounded by warmupMax and cfg.duration. It fails only
+// for errors that would fail every round, such as a TTL the client
+// rejects.
+func warmUp(ctx context.Context, cs *clientSet, cfg config, keys []string) error {
 	ctx, cancel := context.WithTimeout(ctx, min(warmupMax, cfg.duration))
 	defer cancel()
 	var g errgroup.Group
-	for _, key := range keys {
+	for i, key := range keys {
+		c := cs.forWorker(i)
 		g.Go(func() error {
 			l, err := c.Lock(ctx, key, cfg.ttl)
 			if err != nil {
@@ -212,18 +218,19 @@ func warmUp(ctx context.Context, c *redlock.Client, cfg config, keys []string) e
 }
 
 // measure runs the workers, and the fault if any, for cfg.duration or
-// until ctx ends. It heals the fault before it returns.
-func measure(ctx context.Context, c *redlock.Client, cfg config, ns *nodes, keys []string, fl *floor, more bool) *runResult {
+// until ctx ends. It heals the fault before it returns. It also returns
+// the tokens of the locks whose holders died (takeover mode).
+func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []string, fl *floor, more bool) (*runResult, map[string]bool) {
 	f := cfg.fault()
 	workers := make([]*worker, len(keys))
 	for i, key := range keys {
 		workers[i] = &worker{
 			id:     int64(i),
-			client: c,
+			client: cs.forWorker(i),
 			key:    key,
 			ttl:    cfg.ttl,
 			hold:   cfg.hold,
-			rec:    newRecorder(f != nil, cfg.mode == modeContended),
+			rec:    newRecorder(f != nil, cfg.mode),
 		}
 	}
 	if cfg.mode == modeLatency {
@@ -241,12 +248,16 @@ func measure(ctx context.Context, c *redlock.Client, cfg config, ns *nodes, keys
 		clock = newFaultClock(start)
 	}
 	var ho *handoff
-	if cfg.mode == modeContended {
+	var to *takeover
+	switch cfg.mode {
+	case modeContended:
 		ho = &handoff{start: start}
+	case modeTakeover:
+		to = &takeover{}
 	}
 	var g errgroup.Group
 	for _, w := range workers {
-		w.fault, w.handoff = clock, ho
+		w.fault, w.handoff, w.takeover = clock, ho, to
 		g.Go(func() error {
 			w.loop(runCtx)
 			return nil
@@ -273,10 +284,12 @@ func measure(ctx context.Context, c *redlock.Client, cfg config, ns *nodes, keys
 	return merge(res, workers)
 }
 
-// merge adds the workers' records to res.
-func merge(res *runResult, workers []*worker) *runResult {
+// merge adds the workers' records to res, and returns the tokens of the
+// locks whose holders died.
+func merge(res *runResult, workers []*worker) (*runResult, map[string]bool) {
 	res.acquire, res.release = newHist(), newHist()
 	kinds := map[string]*errorKind{}
+	died := map[string]bool{}
 	for _, w := range workers {
 		r := w.rec
 		res.acquire.merge(r.acquire)
@@ -284,9 +297,15 @@ func merge(res *runResult, workers []*worker) *runResult {
 		res.before = mergeInto(res.before, r.before)
 		res.after = mergeInto(res.after, r.after)
 		res.handoff = mergeInto(res.handoff, r.handoff)
+		res.takeover = mergeInto(res.takeover, r.takeover)
 		res.rounds += r.rounds
 		res.reacquired += r.reacquired
+		res.restarted += r.restarted
+		res.early += r.early
 		res.unfinished += r.unfinished
+		for _, t := range r.died {
+			died[t] = true
+		}
 		if r.waitErr != nil && (res.waitErr == nil || r.longestWait > res.longestWait) {
 			res.longestWait, res.waitErr = r.longestWait, r.waitErr
 		}
@@ -300,7 +319,7 @@ func merge(res *runResult, workers []*worker) *runResult {
 		}
 	}
 	sortErrors(res.errors)
-	return res
+	return res, died
 }
 
 // mergeInto adds from to into, making into when it is nil; it returns

@@ -17,8 +17,8 @@ var poolDescriptions = map[string]string{
 func writeReport(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "backend   %s\n", rep.Backend)
 	fmt.Fprintf(w, "nodes     %d (quorum %d), node timeout %v\n", rep.Nodes, rep.Quorum, time.Duration(rep.NodeTimeout))
-	fmt.Fprintf(w, "mode      %s: %s, keys %s, ttl %v, hold %v\n",
-		rep.Mode, plural(rep.Workers, "worker"), rep.Keys, time.Duration(rep.TTL), time.Duration(rep.Hold))
+	fmt.Fprintf(w, "mode      %s: %s on %s, keys %s, ttl %v, hold %v\n",
+		rep.Mode, plural(rep.Workers, "worker"), plural(rep.Clients, "client"), rep.Keys, time.Duration(rep.TTL), time.Duration(rep.Hold))
 	d := fmt.Sprintf("%v per pool kind", time.Duration(rep.Duration))
 	if rep.Interrupted {
 		d += ", interrupted"
@@ -43,7 +43,11 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 	fmt.Fprintf(w, "pool      %s, %s (%s)\n\n", r.Pool, measured, poolDescriptions[r.Pool])
 	writeLatencies(w, r)
 
-	fmt.Fprintf(w, "\nrounds    %d lock+unlock (%.0f/s)\n", r.Rounds, r.RoundsPerSec)
+	if r.Takeover != nil {
+		fmt.Fprintf(w, "\nrounds    %d lock, hold %v, die without Unlock (%.1f/s)\n", r.Rounds, time.Duration(rep.Hold), r.RoundsPerSec)
+	} else {
+		fmt.Fprintf(w, "\nrounds    %d lock+unlock (%.0f/s)\n", r.Rounds, r.RoundsPerSec)
+	}
 	if r.Rounds > 0 {
 		fmt.Fprintf(w, "allocs    %.1f per round (heap allocations of the whole process while measuring ÷ rounds)\n", r.AllocsPerRound)
 	}
@@ -66,6 +70,9 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 			formatSummary(c.Handoff, c.Handoff.P50), formatSummary(c.Handoff, c.Handoff.P99),
 			c.Reacquired, c.Acquisitions)
 	}
+	if t := r.Takeover; t != nil {
+		writeTakeover(w, rep, t)
+	}
 	if f := r.Fault; f != nil {
 		writeFault(w, f)
 	}
@@ -76,8 +83,13 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 		}
 		fmt.Fprintf(w, "conns     %d dialled while measuring, %d open at the end (all nodes%s)\n", *r.ConnsDialled, *r.ConnsOpen, floor)
 	}
-	if r.Leftover > 0 {
-		fmt.Fprintf(w, "leftover  %d lock keys still on the nodes after every Unlock returned and the client closed (they expire with the TTL)\n", r.Leftover)
+	switch {
+	case r.Takeover != nil && r.LeftoverKnown:
+		writeTakeoverLeftover(w, r.Leftover, r.Takeover.DeadKeys)
+	case r.Takeover != nil:
+		fmt.Fprintln(w, "leftover  not checked: only nodes the tool started are, and only when every node answers")
+	case r.Leftover > 0:
+		fmt.Fprintf(w, "leftover  %d lock keys still on the nodes after every Unlock returned and the clients closed (they expire with the TTL)\n", r.Leftover)
 	}
 	if r.Unfinished > 0 {
 		fmt.Fprintf(w, "cut short %d Lock calls in progress when the run ended; the longest had waited %s",
@@ -99,12 +111,18 @@ type latencyRow struct {
 
 // writeLatencies prints the latency table of a run.
 func writeLatencies(w io.Writer, r runReport) {
-	rows := []latencyRow{{"acquire", r.Acquire}, {"release", r.Release}}
+	rows := []latencyRow{{"acquire", r.Acquire}}
+	if r.Release != nil {
+		rows = append(rows, latencyRow{"release", *r.Release})
+	}
 	if r.Floor != nil {
 		rows = append(rows, latencyRow{"floor", r.Floor.Latency})
 	}
 	if r.Contended != nil {
 		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff})
+	}
+	if r.Takeover != nil {
+		rows = append(rows, latencyRow{"takeover", r.Takeover.Latency})
 	}
 	if r.Fault != nil {
 		rows = append(rows, latencyRow{"before", r.Fault.Before}, latencyRow{"after", r.Fault.After})
@@ -117,6 +135,26 @@ func writeLatencies(w io.Writer, r runReport) {
 			formatSummary(s, s.P50), formatSummary(s, s.P90), formatSummary(s, s.P99), formatSummary(s, s.Max))
 	}
 	tw.Flush()
+}
+
+// writeTakeover prints what takeover mode measured.
+func writeTakeover(w io.Writer, rep *report, t *takeoverReport) {
+	l := t.Latency
+	fmt.Fprintf(w, "takeover  %d takeovers of a dead holder's lock: p50 %s, p99 %s, max %s (takeover row: from the key's expiry, its holder's Lock return + ttl %v, to the next Lock returning)\n",
+		l.Count, formatSummary(l, l.P50), formatSummary(l, l.P99), formatSummary(l, l.Max), time.Duration(rep.TTL))
+	fmt.Fprintf(w, "          wait (acquire row) includes the TTL; %d of %d taken over by the worker that had died (it calls Lock again from the expiry); %d before the expiry, counted as 0\n",
+		t.Restarted, l.Count, t.Early)
+}
+
+// writeTakeoverLeftover prints what the leftover check found in takeover
+// mode, where holders die holding their keys.
+func writeTakeoverLeftover(w io.Writer, leftover, dead int) {
+	found := "no other lock key"
+	if leftover > 0 {
+		found = plural(leftover, "other lock key")
+	}
+	fmt.Fprintf(w, "leftover  %s on the nodes after the clients closed; %s of holders that died (told apart by their tokens, not counted: they expire with the TTL)\n",
+		found, plural(dead, "key"))
 }
 
 // writeFault prints what a fault did.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,40 +36,69 @@ type handoff struct {
 // means noUnlockYet).
 func (h *handoff) since(t time.Time) int64 { return max(int64(t.Sub(h.start)), 1) }
 
+// takeover is what the workers of takeover mode share: when the key of
+// the holder that died last expires, and which worker that was. Each
+// acquisition swaps in its own; the previous one is the expiry that
+// acquisition took over from.
+type takeover struct {
+	mu     sync.Mutex
+	expiry time.Time // zero until the first acquisition
+	holder int64     // the worker that died last
+}
+
+// swap records that worker id acquired the lock, which will expire at
+// expiry, and returns the previous holder's expiry and id; ok is false
+// for the first acquisition, which took over from nobody.
+func (t *takeover) swap(id int64, expiry time.Time) (prev time.Time, prevHolder int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev, prevHolder = t.expiry, t.holder
+	t.expiry, t.holder = expiry, id
+	return prev, prevHolder, !prev.IsZero()
+}
+
 // worker is one goroutine's loop and its own records: nothing in it is
 // shared, so recording takes no lock.
 type worker struct {
-	id      int64
-	client  *redlock.Client
-	key     string
-	ttl     time.Duration
-	hold    time.Duration
-	floor   *floor      // latency mode: a floor round before each lock round
-	fault   *faultClock // nil without a fault
-	handoff *handoff    // contended mode only
-	rec     *recorder
+	id       int64
+	client   *redlock.Client
+	key      string
+	ttl      time.Duration
+	hold     time.Duration
+	floor    *floor      // latency mode: a floor round before each lock round
+	fault    *faultClock // nil without a fault
+	handoff  *handoff    // contended mode only
+	takeover *takeover   // takeover mode only
+	rec      *recorder
 }
 
 // recorder is what one worker measured.
 type recorder struct {
 	acquire, release *hist
-	before, after    *hist // acquire, split at the fault; nil without one
-	handoff          *hist // contended mode only
-	reacquired       int   // contended mode: acquisitions right after this worker's own Unlock
-	rounds           int   // lock+unlock rounds with no error
-	unfinished       int   // Lock calls cut short by the end of the run
+	before, after    *hist    // acquire, split at the fault; nil without one
+	handoff          *hist    // contended mode only
+	takeover         *hist    // takeover mode only
+	reacquired       int      // contended mode: acquisitions right after this worker's own Unlock
+	restarted        int      // takeover mode: takeovers of this worker's own dead lock
+	early            int      // takeover mode: takeovers before the computed expiry
+	died             []string // takeover mode: the tokens of the locks this worker died holding
+	rounds           int      // lock+unlock rounds with no error; takeover mode: acquisitions
+	unfinished       int      // Lock calls cut short by the end of the run
 	longestWait      time.Duration
 	waitErr          error
 	errs             map[string]*errorKind
 }
 
-func newRecorder(withFault, contended bool) *recorder {
+func newRecorder(withFault bool, mode string) *recorder {
 	r := &recorder{acquire: newHist(), release: newHist(), errs: map[string]*errorKind{}}
 	if withFault {
 		r.before, r.after = newHist(), newHist()
 	}
-	if contended {
+	switch mode {
+	case modeContended:
 		r.handoff = newHist()
+	case modeTakeover:
+		r.takeover = newHist()
 	}
 	return r
 }
@@ -108,7 +138,7 @@ func (w *worker) floorRound() {
 }
 
 // lockRound is one Lock (retrying until acquired or ctx ends), a hold, and
-// an Unlock.
+// an Unlock; in takeover mode the holder dies instead of the Unlock.
 func (w *worker) lockRound(ctx context.Context) {
 	r := w.rec
 	t0 := time.Now()
@@ -135,6 +165,10 @@ func (w *worker) lockRound(ctx context.Context) {
 		} else {
 			r.before.record(took)
 		}
+	}
+	if w.takeover != nil {
+		w.die(ctx, l, t1)
+		return
 	}
 	if w.handoff != nil {
 		w.recordHandoff(t1)
@@ -178,6 +212,44 @@ func (w *worker) recordHandoff(t1 time.Time) {
 	}
 	if h.holder.Load() == w.id {
 		w.rec.reacquired++
+	}
+}
+
+// die is the rest of a takeover-mode round, from the Lock that returned
+// at t1: record the takeover, hold the lock, and die holding it. A dead
+// holder never calls Unlock: it sits out until its key has expired (its
+// SETs landed before t1, so on a quorum by t1+ttl at the latest, to the
+// nodes' millisecond precision), then takes part again, like a process
+// that restarted.
+func (w *worker) die(ctx context.Context, l *redlock.Lock, t1 time.Time) {
+	expiry := t1.Add(w.ttl)
+	w.recordTakeover(t1, expiry)
+	w.rec.died = append(w.rec.died, l.Token())
+	w.rec.rounds++
+	sleep(ctx, w.hold)
+	sleep(ctx, time.Until(expiry))
+}
+
+// recordTakeover records, for an acquisition at t1 whose key expires at
+// expiry, the time from the previous holder's key expiring to t1: how
+// long the expired lock sat free while the workers wanted it. An
+// acquisition before that expiry (a node's key can expire a little
+// before it: its SET landed before the holder's Lock returned) counts as
+// 0, and as early. It also counts the takeovers by the worker that had
+// died holding the lock.
+func (w *worker) recordTakeover(t1, expiry time.Time) {
+	prev, holder, ok := w.takeover.swap(w.id, expiry)
+	if !ok {
+		return
+	}
+	d := t1.Sub(prev)
+	if d < 0 {
+		d = 0
+		w.rec.early++
+	}
+	w.rec.takeover.record(d)
+	if holder == w.id {
+		w.rec.restarted++
 	}
 }
 
