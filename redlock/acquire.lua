@@ -1,7 +1,6 @@
 -- Acquire for a caller that may wait: SET key token PX ttl when the key is
 -- free, or when it holds a reservation for this caller. A refused caller
--- that waits is queued, so that the next release keeps the key for the
--- longest waiter.
+-- that waits is queued, so that the key goes to the longest waiter.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
 -- priority, smaller first); KEYS[3] the waiters' deadlines (hash: waiter
 -- id -> node time in µs after which the entry is stale). With fencing also
@@ -11,23 +10,57 @@
 -- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
 -- how long (µs) it has waited by its own monotonic clock; ARGV[6] the
 -- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
--- entry outlives the time it comes back by; with fencing ARGV[8] a random
--- epoch, stored only when the node has none yet.
+-- entry outlives the time it comes back by; ARGV[8] the channel that
+-- announces releases of the key; ARGV[9] the reservation window in ms (0
+-- for none); with fencing ARGV[10] a random epoch, stored only when the
+-- node has none yet.
 -- A reservation is the lock key itself holding "redlock:reserved:<id>"
 -- for a short time (see release.lua): plain SET NX is refused by it too.
--- Returns 1 when acquired, {1, counter, epoch} with fencing;
--- {0, pttl, priority} when the key is held, pttl its ms left;
--- {2, pttl, priority} when it is reserved for another waiter, pttl the
--- reservation's ms left. priority is the caller's in the queue, -1 when it
--- does not wait.
+-- A waiter that finds the key free while an older waiter is queued (the
+-- holder's key ran out, nobody released it) reserves the key for that
+-- waiter and announces it, as a release would.
+-- Returns 1 when acquired, {1, counter, epoch} with fencing; {0, pttl}
+-- when the key is held, pttl its ms left (-1: no TTL); {2, pttl} when it
+-- is reserved for another waiter, pttl the reservation's ms left.
 local id = ARGV[3]
 local v = redis.call("GET", KEYS[1])
+local now = 0
+if id ~= "" then
+	local t = redis.call("TIME")
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if not v and id ~= "" and tonumber(ARGV[9]) > 0 then
+	-- Stale entries (waiters that left without saying so) are dropped
+	-- from the head of the queue; a bounded number per call.
+	for _ = 1, 64 do
+		local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+		if not head then
+			break
+		end
+		local deadline = tonumber(redis.call("HGET", KEYS[3], head))
+		if deadline and deadline > now then
+			if head ~= id then
+				v = "redlock:reserved:" .. head
+				redis.call("SET", KEYS[1], v, "PX", ARGV[9])
+				redis.call("PUBLISH", ARGV[8], head)
+			end
+			break
+		end
+		redis.call("ZREM", KEYS[2], head)
+		redis.call("HDEL", KEYS[3], head)
+	end
+end
 if not v or (id ~= "" and v == "redlock:reserved:" .. id) then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
-	-- The caller stays queued: its round may yet fail on the other nodes.
-	-- Its release takes it out of the queue.
+	-- The caller stays queued, for a little while: its round may yet fail
+	-- on the other nodes, and then it asks again soon. If it got the lock,
+	-- its release takes it out of the queue, or the entry runs out (so a
+	-- holder that dies does not stay at the head of the queue).
+	if id ~= "" and redis.call("ZSCORE", KEYS[2], id) then
+		redis.call("HSET", KEYS[3], id, now + tonumber(ARGV[7]) * 1000)
+	end
 	if #KEYS == 5 then
-		redis.call("SET", KEYS[5], ARGV[8], "NX")
+		redis.call("SET", KEYS[5], ARGV[10], "NX")
 		return {1, redis.call("GET", KEYS[4]) or "0", redis.call("GET", KEYS[5])}
 	end
 	return 1
@@ -37,10 +70,8 @@ if string.sub(v, 1, 17) == "redlock:reserved:" then
 	code = 2
 end
 if id == "" then
-	return {code, pttl, -1}
+	return {code, pttl}
 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- A client clock more than a second off the node's is not trusted: the
 -- wait is then placed by the node's clock and the time waited.
 local prio, began = tonumber(ARGV[4]), now - tonumber(ARGV[5])
@@ -56,4 +87,4 @@ for i = 2, 3 do
 		redis.call("PEXPIRE", KEYS[i], keep)
 	end
 end
-return {code, pttl, prio}
+return {code, pttl}

@@ -26,7 +26,7 @@ type Client struct {
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
 	// The acquisition script's fixed arguments, boxed once.
-	refreshMs, slackMs any
+	refreshMs, slackMs, windowArg any
 
 	mu     sync.Mutex
 	closed bool
@@ -80,7 +80,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		allStart: true,
 	}
 	c.notify.c = c
-	c.refreshMs, c.slackMs = c.refresh().Milliseconds(), c.entrySlack().Milliseconds()
+	c.refreshMs, c.slackMs, c.windowArg = c.refresh().Milliseconds(), c.entrySlack().Milliseconds(), c.windowMs()
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {
 			c.allStart = false
@@ -252,12 +252,12 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 	if fence != nil {
 		nkeys = 5
 	}
-	args := make([]any, 0, 14)
+	args := make([]any, 0, 16)
 	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key))
 	if fence != nil {
 		args = append(args, fence[0], EpochKey)
 	}
-	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs)
+	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, ReleaseChannel(key), c.windowArg)
 	if fence != nil {
 		args = append(args, fence[1])
 	}

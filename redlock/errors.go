@@ -55,8 +55,9 @@ type NodeResult struct {
 	Err    error      // the node's error when Status is NodeFailed
 	// On a refused acquisition: how long the holder's key had left on the
 	// node, or, with Reserved, how long the node keeps the free key for a
-	// waiting Lock call (WithHandoffWindow); -1 when the key has no TTL.
-	// Zero otherwise.
+	// waiting Lock call (WithHandoffWindow); -1 when the key has no TTL or
+	// the round did not ask (a plain SET NX round: TryLock, and the first
+	// round of Lock). Zero otherwise.
 	TTL      time.Duration
 	Reserved bool // the key was free but kept for a waiting Lock call
 }
@@ -77,8 +78,9 @@ type QuorumError struct {
 	// Lock lapse) that a quorum could grant, from the TTLs they reported,
 	// counting failed and silent nodes as if they could grant: the
 	// earliest a new round can succeed unless the holder releases first.
-	// 0 when it cannot be told (a key without TTL) or when the refusals
-	// alone do not rule out a quorum.
+	// 0 when it cannot be told (a key without TTL, or a plain SET NX round,
+	// which does not ask: TryLock and Lock's first round) or when the
+	// refusals alone do not rule out a quorum.
 	RetryAfter time.Duration
 	Err        error // ErrNotAcquired or ErrLockLost
 	Cause      error // the caller's context error, when the context ended the round

@@ -109,7 +109,8 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	switch op {
 	case "SET":
 		// KEYS: key, waiters, deadlines[, fence key, epoch key]; ARGV:
-		// token, ttl, waiter id, priority, waited, refresh, slack[, epoch].
+		// token, ttl, waiter id, priority, waited, refresh, slack, channel,
+		// window[, epoch].
 		nkeys := keysAndArgs[0].(int)
 		key := keysAndArgs[1].(string)
 		argv := keysAndArgs[1+nkeys:]
@@ -118,13 +119,13 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		defer f.mu.Unlock()
 		f.tokens = append(f.tokens, token)
 		if _, ok := f.data[key]; ok {
-			return []any{int64(codeHeld), int64(-1), int64(-1)}, nil
+			return []any{int64(codeHeld), int64(-1)}, nil
 		}
 		f.data[key] = token
 		if nkeys == 3 {
 			return int64(codeAcquired), nil
 		}
-		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[7].(string)
+		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[9].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}

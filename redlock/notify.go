@@ -331,19 +331,30 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 	}
 }
 
-// read handles what arrives on conn until it fails.
+// read handles what arrives on conn until it fails: announcements,
+// acknowledgements of SUBSCRIBE, and the answers to the pinger's PING
+// (an array while something is subscribed, a plain PONG otherwise).
 func (n *notifier) read(s *subNode, conn redis.Conn) {
-	psc := redis.PubSubConn{Conn: conn}
 	for {
-		switch v := psc.ReceiveWithTimeout(pubsubDead).(type) {
-		case redis.Message:
-			n.announce(s.i, v.Channel, string(v.Data))
-		case redis.Subscription:
-			if v.Kind == "subscribe" {
-				n.confirm(s, v.Channel)
-			}
-		case error:
+		reply, err := redis.ReceiveWithTimeout(conn, pubsubDead)
+		if err != nil {
 			return
+		}
+		if p, ok := reply.(string); ok && p == "PONG" {
+			continue
+		}
+		vs, ok := reply.([]any)
+		if !ok || len(vs) < 2 {
+			return // not a pub/sub reply: the connection is out of step
+		}
+		kind, _ := replyString(vs[0])
+		ch, _ := replyString(vs[1])
+		switch {
+		case kind == "message" && len(vs) == 3:
+			data, _ := replyString(vs[2])
+			n.announce(s.i, ch, data)
+		case kind == "subscribe":
+			n.confirm(s, ch)
 		}
 	}
 }

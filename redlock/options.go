@@ -91,7 +91,8 @@ func WithNodeTimeout(d time.Duration) Option {
 // reserves the key on each node for the head of that node's queue, for at
 // most d, and announces it; the head's next round takes it, and everyone
 // else's is refused until then or until d passes. The reservation only
-// adds refusals: mutual exclusion rests on SET NX as always. See
+// adds refusals: a node still writes the lock key only when it is free
+// (or reserved for the writer), so mutual exclusion is as before. See
 // docs/waiting.md.
 //
 // Default: the node timeout, at most 100ms (50ms with the default node

@@ -17,18 +17,17 @@ const (
 
 // acqReply is one node's answer to the acquisition script.
 type acqReply struct {
-	code     int64
-	pttl     int64 // refused: ms left on the key or the reservation; -1 none, -2 gone
-	priority int64 // refused: the caller's priority in the queue; -1 when it does not wait
+	code int64
+	pttl int64 // refused: ms left on the key or the reservation; -1 none
 }
 
-// parseAcquire reads 1, {1, counter, epoch}, or {code, pttl, priority}.
+// parseAcquire reads 1, {1, counter, epoch}, or {code, pttl}.
 func parseAcquire(reply any) (acqReply, bool) {
 	if n, ok := reply.(int64); ok {
 		return acqReply{code: n}, n == codeAcquired
 	}
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 3 {
+	if !ok || len(vs) == 0 {
 		return acqReply{}, false
 	}
 	code, ok := vs[0].(int64)
@@ -36,13 +35,12 @@ func parseAcquire(reply any) (acqReply, bool) {
 	case !ok:
 		return acqReply{}, false
 	case code == codeAcquired:
-		return acqReply{code: code}, true
-	case code != codeHeld && code != codeReserved:
+		return acqReply{code: code}, len(vs) == 3
+	case code != codeHeld && code != codeReserved || len(vs) != 2:
 		return acqReply{}, false
 	}
-	pttl, ok1 := vs[1].(int64)
-	prio, ok2 := vs[2].(int64)
-	return acqReply{code: code, pttl: pttl, priority: prio}, ok1 && ok2
+	pttl, ok := vs[1].(int64)
+	return acqReply{code: code, pttl: pttl}, ok
 }
 
 // acquireStatus reads a node's answer to the acquisition script.

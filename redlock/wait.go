@@ -90,6 +90,9 @@ func (w *waiter) forget() {
 // released notes the nodes that granted w's failed round: w released them
 // itself, so their announcements tell it nothing.
 func (w *waiter) released(r *round) {
+	if r == nil {
+		return
+	}
 	var mask uint64
 	for i, n := range r.nodes {
 		if n.Status == NodeOK {
@@ -112,7 +115,8 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
-// queuedBy notes that w's round r was refused: the nodes queued it.
+// queuedBy notes that w's round r ran the acquisition script: the nodes
+// that refused it queued it (r is nil when no round was sent).
 func (w *waiter) queuedBy(r *round) {
 	if w.id != "" && r != nil {
 		w.queued = true
@@ -161,6 +165,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		plain := failures == 1 && !c.notify.subscribed(key)
 		var r *round
 		l, r, err = c.acquire(ctx, key, ttl, cfg, w, plain)
+		if !plain || cfg.fencing {
+			w.queuedBy(r) // even if Lock ends now: the script may have queued it
+		}
 		var qe *QuorumError
 		if err == nil {
 			l.waited = w.id
@@ -173,7 +180,6 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !again {
 			return nil, err
 		}
-		w.queuedBy(r)
 		w.released(r)
 		if w.kw == nil {
 			w.kw = c.notify.join(key, w)
@@ -210,9 +216,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		}
 		// A release goes to every node at once, but its announcements
 		// arrive one by one: asking at the first would find the key still
-		// held on the nodes the release has not reached yet. Wake when
-		// enough of the refusing nodes announced it to leave a quorum
-		// possible, or a short while after the first.
+		// held on the nodes the release has not reached yet. Wake when as
+		// many nodes announced it as refused this round (at most a
+		// quorum), or a short while after the first.
 		need := min(c.quorum, max(qe.Count(NodeRefused), 1))
 		if err := c.sleep(ctx, w, wait, need, namedOnly); err != nil {
 			if errors.Is(err, ErrClosed) {
@@ -226,10 +232,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 
 // sleep waits d, or until need nodes announced a release that counts
 // for w (with namedOnly, that named it), or a grace period after the
-// first such announcement, or until ctx ends (its error) or the Client
-// closes (ErrClosed).
+// first such announcement (never past d), or until ctx ends (its error) or
+// the Client closes (ErrClosed).
 func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int, namedOnly bool) error {
-	t := c.cfg.clock.NewTimer(d)
+	clk := c.cfg.clock
+	end := clk.Now().Add(d)
+	t := clk.NewTimer(d)
 	defer func() { t.Stop() }()
 	graced := false
 	for {
@@ -243,9 +251,9 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 			}
 			if n > 0 && !graced {
 				graced = true
-				if g := c.grace(); g < d {
+				if g := c.grace(); g < end.Sub(clk.Now()) {
 					t.Stop()
-					t = c.cfg.clock.NewTimer(g)
+					t = clk.NewTimer(g)
 				}
 			}
 		case <-ctx.Done():
@@ -273,7 +281,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if !w.queued || l != nil {
 		return
 	}
-	args := []any{waitersKey(key), deadlinesKey(key), key, w.id}
+	args := []any{waitersKey(key), deadlinesKey(key), key, w.id, ReleaseChannel(key), c.windowArg}
 	for _, p := range c.pools {
 		if !c.begin(1) {
 			return

@@ -528,3 +528,60 @@ func TestLock_withoutQueueingIsStillWokenByTheRelease(t *testing.T) {
 	require.NoError(t, r.err)
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 }
+
+func TestLock_servesWaitersInOrderWhenTheHolderDied(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	dead := e.client()
+	takeEverywhere(t, e, dead, key, 700*time.Millisecond) // never unlocked
+	first := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	second := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 2)
+	var got lockResult
+	select {
+	case got = <-first:
+	case r := <-second:
+		t.Fatalf("the second waiter got the lock first (err %v)", r.err)
+	}
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Unlock(ctxT(t, quickly)))
+	got = <-second
+	require.NoError(t, got.err)
+	require.NoError(t, got.l.Unlock(ctxT(t, quickly)))
+}
+
+// A waiter that vanished without leaving the queue (its process died) is
+// at the head: the key is kept for it only until its entry runs out.
+func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	// The ghost: queued first, on every node, with an entry that runs out
+	// in 2 seconds, as a vanished waiter's does.
+	for _, s := range e.nodes {
+		now, err := redis.Values(s.Do("TIME"))
+		require.NoError(t, err)
+		sec, _ := redis.Int64(now[0], nil)
+		usec, _ := redis.Int64(now[1], nil)
+		nowUs := sec*1_000_000 + usec
+		_, err = s.Do("ZADD", key+":waiters", 1, "ghost")
+		require.NoError(t, err)
+		_, err = s.Do("HSET", key+":waiters:until", "ghost", nowUs+2_000_000)
+		require.NoError(t, err)
+	}
+	got := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 2)
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	v, _ := get(t, e.nodes[0], key)
+	require.Equal(t, "redlock:reserved:ghost", v, "the release keeps the key for the head of the queue")
+	r := <-got
+	require.NoError(t, r.err, "the live waiter gets the key once the ghost's entry ran out")
+	for i, s := range e.nodes {
+		score, err := s.Do("ZSCORE", key+":waiters", "ghost")
+		require.NoError(t, err)
+		require.Nil(t, score, "node %d: the ghost was dropped from the queue", i)
+	}
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+}
