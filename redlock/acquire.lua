@@ -54,10 +54,12 @@ if not v or (id ~= "" and v == "redlock:reserved:" .. id) then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 	-- The caller stays queued, for a little while: its round may yet fail
 	-- on the other nodes, and then it asks again soon. If it got the lock,
-	-- its release takes it out of the queue, or the entry runs out (so a
-	-- holder that dies does not stay at the head of the queue).
+	-- its release takes it out of the queue, or the entry runs out, well
+	-- before the lock does (a holder that dies must not be at the head of
+	-- the queue when its key expires).
 	if id ~= "" and redis.call("ZSCORE", KEYS[2], id) then
-		redis.call("HSET", KEYS[3], id, now + tonumber(ARGV[7]) * 1000)
+		local keep = math.min(tonumber(ARGV[7]), math.floor(tonumber(ARGV[2]) / 2))
+		redis.call("HSET", KEYS[3], id, now + keep * 1000)
 	end
 	if #KEYS == 5 then
 		redis.call("SET", KEYS[5], ARGV[10], "NX")
