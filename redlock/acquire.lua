@@ -11,8 +11,9 @@
 -- how long (µs) it has waited by its own monotonic clock; ARGV[6] the
 -- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
 -- entry outlives the time it comes back by; ARGV[8] the channel that
--- announces releases of the key; ARGV[9] the reservation window in ms (0
--- for none); with fencing ARGV[10] a random epoch, stored only when the
+-- announces releases of the key (unused: a reservation is announced to the
+-- waiter's Client, as in release.lua); ARGV[9] the reservation window in
+-- ms (0 for none); with fencing ARGV[10] a random epoch, stored only when the
 -- node has none yet.
 -- A reservation is the lock key itself holding "redlock:reserved:<id>"
 -- for a short time (see release.lua): plain SET NX is refused by it too.
@@ -42,7 +43,8 @@ if not v and id ~= "" and tonumber(ARGV[9]) > 0 then
 			if head ~= id then
 				v = "redlock:reserved:" .. head
 				redis.call("SET", KEYS[1], v, "PX", ARGV[9])
-				redis.call("PUBLISH", ARGV[8], head)
+				local cid = string.match(head, "^([^.]*)%.") or ""
+				redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[1], head)
 			end
 			break
 		end

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +27,7 @@ type Client struct {
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
+	id         string   // random: names the Client's hand-off channels (handoffChannel)
 	// The acquisition script's fixed arguments, boxed once.
 	refreshMs, slackMs, windowArg any
 
@@ -80,6 +83,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		allStart: true,
 	}
 	c.notify.c = c
+	c.id = strconv.FormatUint(rand.Uint64(), 36)
 	c.refreshMs, c.slackMs, c.windowArg = c.refresh().Milliseconds(), c.entrySlack().Milliseconds(), c.windowMs()
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {

@@ -1,6 +1,6 @@
 -- Leave: take a waiter out of a key's queue. A reservation of the lock key
 -- for it passes to the next live waiter (or the key is freed), and that
--- is announced, as a release would be.
+-- is announced, as a release would be (see release.lua).
 -- KEYS[1] the waiters (sorted set); KEYS[2] the waiters' deadlines (hash);
 -- KEYS[3] the lock key. ARGV[1] the waiter id; ARGV[2] the channel that
 -- announces releases of the key; ARGV[3] the reservation window in ms.
@@ -31,5 +31,10 @@ if next ~= "" then
 else
 	redis.call("DEL", KEYS[3])
 end
-redis.call("PUBLISH", ARGV[2], next)
+if next == "" then
+	redis.call("PUBLISH", ARGV[2], "")
+else
+	local cid = string.match(next, "^([^.]*)%.") or ""
+	redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[3], next)
+end
 return 1

@@ -32,13 +32,16 @@ const (
 // notifier hears the release announcements of the keys that the Client's
 // Lock calls wait for. It keeps one pub/sub connection per node (for the
 // pools that implement pool.Subscriber), opened when the first Lock call
-// waits and kept until Close; a key's channel is subscribed while at
-// least one Lock call waits for it and for linger after the last one left,
-// on every node, and again after a connection is dialled anew.
+// waits and kept until Close. A key's two channels (its announcements to
+// everyone, ReleaseChannel, and the hand-offs to this Client's waiters)
+// are subscribed while at least one Lock call waits for it and for linger
+// after the last one left, on every node, and again after a connection is
+// dialled anew.
 type notifier struct {
 	c      *Client
 	mu     sync.Mutex
-	keys   map[string]*keyWait // by channel
+	keys   map[string]*keyWait // by key
+	byChan map[string]*keyWait // by channel: both of every key
 	nodes  []*subNode          // nil until the first wait
 	closed bool
 	ctx    context.Context // ends with Close: stops dialling
@@ -48,9 +51,11 @@ type notifier struct {
 // keyWait is one key's subscription: the Lock calls waiting for it and
 // the nodes on which the subscription is confirmed.
 type keyWait struct {
-	channel   string
+	key       string
+	channels  [2]string // the key's announcements, and the hand-offs to this Client
 	waiters   map[*waiter]struct{}
-	confirmed []bool        // per node: subscribed on its current connection
+	acks      []uint8       // per node: bit c set when channels[c] is confirmed on its current connection
+	confirmed []bool        // per node: both channels confirmed
 	count     int           // nodes confirmed
 	ready     chan struct{} // closed once a quorum of nodes confirmed
 	isReady   bool
@@ -74,17 +79,20 @@ type subNode struct {
 // join subscribes w to key's announcements and returns its subscription;
 // nil on a closed Client.
 func (n *notifier) join(key string, w *waiter) *keyWait {
-	ch := ReleaseChannel(key)
 	n.mu.Lock()
 	if n.closed || !n.startLocked() {
 		n.mu.Unlock()
 		return nil
 	}
-	kw, ok := n.keys[ch]
+	kw, ok := n.keys[key]
 	if !ok {
-		kw = &keyWait{channel: ch, waiters: map[*waiter]struct{}{},
+		kw = &keyWait{key: key, channels: [2]string{ReleaseChannel(key), handoffChannel(n.c.id, key)},
+			waiters: map[*waiter]struct{}{}, acks: make([]uint8, len(n.nodes)),
 			confirmed: make([]bool, len(n.nodes)), ready: make(chan struct{})}
-		n.keys[ch] = kw
+		n.keys[key] = kw
+		for _, ch := range kw.channels {
+			n.byChan[ch] = kw
+		}
 	}
 	if kw.idle != nil {
 		kw.idle.Stop()
@@ -93,7 +101,7 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	kw.waiters[w] = struct{}{}
 	n.mu.Unlock()
 	if !ok {
-		n.syncAll(ch)
+		n.syncAll(kw)
 	}
 	return kw
 }
@@ -107,7 +115,7 @@ func (n *notifier) leave(w *waiter) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(kw.waiters, w)
-	if len(kw.waiters) > 0 || n.keys[kw.channel] != kw || n.closed {
+	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed {
 		return
 	}
 	kw.idle = n.c.cfg.clock.AfterFunc(linger, func() { n.drop(kw) })
@@ -116,14 +124,17 @@ func (n *notifier) leave(w *waiter) {
 // drop unsubscribes kw if still no one waits for it.
 func (n *notifier) drop(kw *keyWait) {
 	n.mu.Lock()
-	if len(kw.waiters) > 0 || n.keys[kw.channel] != kw || n.closed || !n.c.begin(1) {
+	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed || !n.c.begin(1) {
 		n.mu.Unlock()
 		return
 	}
-	delete(n.keys, kw.channel)
+	delete(n.keys, kw.key)
+	for _, ch := range kw.channels {
+		delete(n.byChan, ch)
+	}
 	n.mu.Unlock()
 	defer n.c.bg.Done()
-	n.syncAll(kw.channel)
+	n.syncAll(kw)
 }
 
 // armed reports whether kw is confirmed on a quorum of nodes: a release
@@ -144,7 +155,7 @@ func (n *notifier) armed(kw *keyWait) bool {
 func (n *notifier) armedKey(key string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	kw, ok := n.keys[ReleaseChannel(key)]
+	kw, ok := n.keys[key]
 	return ok && kw.isReady && kw.count >= n.c.quorum
 }
 
@@ -153,7 +164,7 @@ func (n *notifier) armedKey(key string) bool {
 func (n *notifier) subscribed(key string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.keys[ReleaseChannel(key)]
+	_, ok := n.keys[key]
 	return ok
 }
 
@@ -199,7 +210,7 @@ func (n *notifier) startLocked() bool {
 			subs = append(subs, &subNode{i: i, sub: s, subscribed: map[string]bool{}, pending: map[string]int{}})
 		}
 	}
-	n.keys = map[string]*keyWait{}
+	n.keys, n.byChan = map[string]*keyWait{}, map[string]*keyWait{}
 	n.nodes = make([]*subNode, len(n.c.pools))
 	if len(subs) == 0 {
 		return true // announcements are never heard: waits use the back-off
@@ -216,44 +227,51 @@ func (n *notifier) startLocked() bool {
 	return true
 }
 
-// syncAll brings ch's subscription on every node in line with whether
-// anyone waits for it.
-func (n *notifier) syncAll(ch string) {
+// syncAll brings kw's subscriptions on every node in line with whether
+// anyone waits for its key.
+func (n *notifier) syncAll(kw *keyWait) {
 	for _, s := range n.nodes {
 		if s != nil {
-			n.sync(s, ch)
+			n.sync(s, kw.channels[:])
 		}
 	}
 }
 
-// sync subscribes or unsubscribes ch on s's connection, as needed now. A
-// node that is not connected subscribes what is wanted when it is.
-func (n *notifier) sync(s *subNode, ch string) {
+// sync subscribes or unsubscribes chans on s's connection, as needed now.
+// A node that is not connected subscribes what is wanted when it is.
+func (n *notifier) sync(s *subNode, chans []string) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.conn == nil {
 		return
 	}
+	var sub, unsub []any
 	n.mu.Lock()
-	_, want := n.keys[ch]
-	if want == s.subscribed[ch] {
-		n.mu.Unlock()
-		return
-	}
-	cmd := "UNSUBSCRIBE"
-	if want {
-		cmd = "SUBSCRIBE"
-		s.subscribed[ch] = true
-		s.pending[ch]++
-	} else {
-		delete(s.subscribed, ch)
+	for _, ch := range chans {
+		_, want := n.byChan[ch]
+		switch {
+		case want == s.subscribed[ch]:
+		case want:
+			s.subscribed[ch] = true
+			s.pending[ch]++
+			sub = append(sub, ch)
+		default:
+			delete(s.subscribed, ch)
+			unsub = append(unsub, ch)
+		}
 	}
 	n.mu.Unlock()
-	if err := s.conn.Send(cmd, ch); err == nil {
-		err = s.conn.Flush()
-	}
 	// A failed write breaks the connection: the reader sees it and dials
 	// again, and resubscribes what is wanted then.
+	if len(sub) > 0 {
+		_ = s.conn.Send("SUBSCRIBE", sub...)
+	}
+	if len(unsub) > 0 {
+		_ = s.conn.Send("UNSUBSCRIBE", unsub...)
+	}
+	if len(sub)+len(unsub) > 0 {
+		_ = s.conn.Flush()
+	}
 }
 
 // run keeps node s's pub/sub connection up until Close.
@@ -296,8 +314,8 @@ func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
 		n.mu.Unlock()
 		return false
 	}
-	chans := make([]any, 0, len(n.keys))
-	for ch := range n.keys {
+	chans := make([]any, 0, len(n.byChan))
+	for ch := range n.byChan {
 		chans = append(chans, ch)
 		s.subscribed[ch] = true
 		s.pending[ch]++
@@ -324,6 +342,7 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 	clear(s.subscribed)
 	clear(s.pending)
 	for _, kw := range n.keys {
+		kw.acks[s.i] = 0
 		if kw.confirmed[s.i] {
 			kw.confirmed[s.i] = false
 			kw.count--
@@ -367,9 +386,17 @@ func (n *notifier) confirm(s *subNode, ch string) {
 		return // a later SUBSCRIBE is still on its way
 	}
 	delete(s.pending, ch)
-	kw, ok := n.keys[ch]
+	kw, ok := n.byChan[ch]
 	if !ok || !s.subscribed[ch] || kw.confirmed[s.i] {
 		return
+	}
+	if ch == kw.channels[0] {
+		kw.acks[s.i] |= 1
+	} else {
+		kw.acks[s.i] |= 2
+	}
+	if kw.acks[s.i] != 3 {
+		return // the other channel is not confirmed yet
 	}
 	kw.confirmed[s.i] = true
 	kw.count++
@@ -379,12 +406,12 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	}
 }
 
-// announce tells the waiters of ch that node i released the key and
-// named next (or no one).
+// announce tells the waiters of ch's key that node i released the key
+// and named next (or no one).
 func (n *notifier) announce(i int, ch, next string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kw, ok := n.keys[ch]; ok {
+	if kw, ok := n.byChan[ch]; ok {
 		for w := range kw.waiters {
 			w.signal(i, next)
 		}

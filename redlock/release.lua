@@ -8,8 +8,10 @@
 -- even on a node that never granted the lock.
 -- With a live waiter queued and a window, the key is not deleted but set
 -- to "redlock:reserved:<id>" for the window: SET NX from anyone fails, the
--- acquisition script lets that waiter in. Publishes the id of the waiter
--- the key is kept for ("" for none).
+-- acquisition script lets that waiter in. That is announced to the
+-- waiter's Client alone, on "redlock:handoff:<client>:<key>" with the
+-- waiter's id; a key left free is announced to everyone on ARGV[2] with
+-- an empty message.
 -- Returns 1 when the key was ours and is released, 0 when it was not ours.
 if ARGV[4] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[4])
@@ -43,5 +45,11 @@ if next ~= "" then
 else
 	redis.call("DEL", KEYS[1])
 end
-redis.call("PUBLISH", ARGV[2], next)
+if next == "" then
+	redis.call("PUBLISH", ARGV[2], "")
+else
+	-- Only the Client of the waiter (its id is "<client>.<n>") hears it.
+	local cid = string.match(next, "^([^.]*)%.") or ""
+	redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[1], next)
+end
 return 1

@@ -39,10 +39,18 @@ func deadlinesKey(key string) string { return key + ":waiters:until" }
 const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
-// that lock key was released: "redlock:released:" + key. The message is
-// the id of the waiting Lock call the key is kept for, or empty. Waiting
-// Lock calls subscribe to it; nothing else needs to.
+// that lock key was released and is free for anyone: "redlock:released:"
+// + key, with an empty message. A release that keeps the key for a
+// waiting Lock call announces it only to that call's Client, on
+// "redlock:handoff:<client id>:" + key, with the call's id as the message,
+// so that the other Clients are not woken for nothing. Waiting Lock calls
+// subscribe to both; nothing else needs to.
 func ReleaseChannel(key string) string { return "redlock:released:" + key }
+
+// handoffChannel is the channel on which the nodes tell Client cid that
+// key is kept for one of its waiters (see ReleaseChannel). A waiter id is
+// cid + "." + a number, and the scripts find the channel from it.
+func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + ":" + key }
 
 // releaseArgs are the release script's keys and arguments for key and
 // token; waited is the queue id the lock was waited for with ("" for

@@ -48,10 +48,12 @@ type waiter struct {
 	wake   chan struct{} // signalled on every announcement that counts
 }
 
-func newWaiter(queue bool, now time.Time) *waiter {
+// newWaiter returns a waiter of Client cid; its id is "<cid>.<n>" so that
+// the nodes can tell which Client to announce a hand-off to.
+func newWaiter(cid string, queue bool, now time.Time) *waiter {
 	w := &waiter{wake: make(chan struct{}, 1), since: now, sinceWall: time.Now().UnixMicro()}
 	if queue {
-		w.id = strconv.FormatUint(rand.Uint64(), 36)
+		w.id = cid + "." + strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return w
 }
@@ -148,7 +150,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	w := newWaiter(c.cfg.window > 0, c.cfg.clock.Now())
+	w := newWaiter(c.id, c.cfg.window > 0, c.cfg.clock.Now())
 	var l *Lock
 	defer func() { c.endWait(ctx, key, w, l) }()
 	splits, checked := 0, false

@@ -111,6 +111,14 @@ func numSub(t testing.TB, s *redistest.Server, ch string) int64 {
 	return v[1].(int64)
 }
 
+// channels returns the pub/sub channels node s has subscribers for.
+func channels(t testing.TB, s *redistest.Server) []string {
+	t.Helper()
+	v, err := redis.Strings(s.Do("PUBSUB", "CHANNELS"))
+	require.NoError(t, err)
+	return v
+}
+
 // queued returns how many waiters node s has queued for key.
 func queued(t testing.TB, s *redistest.Server, key string) int64 {
 	t.Helper()
@@ -401,6 +409,9 @@ func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
 			return true
 		}, 10*time.Second, time.Millisecond, "no subscription and no queue entry left for %s", key)
 	}
+	for i, s := range e.nodes {
+		require.Empty(t, channels(t, s), "node %d: no channel subscribed (hand-off channels included)", i)
+	}
 }
 
 func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
@@ -482,6 +493,9 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 		}
 		return true
 	}, 10*time.Second, 10*time.Millisecond, "subscriptions gone once no one waits")
+	for i, s := range e.nodes {
+		require.Empty(t, channels(t, s), "node %d: no channel subscribed (hand-off channels included)", i)
+	}
 	for i, c := range cs {
 		require.NoError(t, c.Close())
 		for _, p := range pools[i] {
