@@ -217,10 +217,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			wait = min(wait, delay) // no announcements: do not sleep past the back-off
 		}
 		// A release goes to every node at once, but its announcements
-		// arrive one by one: asking at the first would find the key still
-		// held on the nodes the release has not reached yet. Wake when as
-		// many nodes announced it as refused this round (at most a
-		// quorum), or a short while after the first.
+		// arrive one by one. A release that keeps the key for w names it:
+		// w goes at the first such announcement. A release that frees the
+		// key for anyone wakes w when as many nodes announced it as
+		// refused this round (at most a quorum), or a short while after
+		// the first: asking at once would find the key still held on the
+		// nodes the release has not reached yet.
 		need := min(c.quorum, max(qe.Count(NodeRefused), 1))
 		if err := c.sleep(ctx, w, wait, need, namedOnly); err != nil {
 			if errors.Is(err, ErrClosed) {
@@ -232,10 +234,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 }
 
-// sleep waits d, or until need nodes announced a release that counts
-// for w (with namedOnly, that named it), or a grace period after the
-// first such announcement (never past d), or until ctx ends (its error) or
-// the Client closes (ErrClosed).
+// sleep waits d, or until a node announced that it keeps the key for w,
+// or until need nodes announced a release that counts for w (with
+// namedOnly, only the former counts), or a grace period after the first
+// such announcement (never past d), or until ctx ends (its error) or the
+// Client closes (ErrClosed).
 func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int, namedOnly bool) error {
 	clk := c.cfg.clock
 	end := clk.Now().Add(d)
@@ -247,8 +250,11 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 		case <-t.C():
 			return nil
 		case <-w.wake:
+			// A node that names w keeps the key for it: go. The release
+			// reached the other nodes at about the same time, before w's
+			// round can.
 			n := w.announced(namedOnly)
-			if n >= need {
+			if n >= need || w.announced(true) > 0 {
 				return nil
 			}
 			if n > 0 && !graced {

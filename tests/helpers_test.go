@@ -293,14 +293,22 @@ func (f *fakeServer) Addr() string { return f.l.Addr().String() }
 // blackHole reads and discards everything and never answers.
 func blackHole(c net.Conn) { _, _ = io.Copy(io.Discard, c) }
 
-// garbage answers the first bytes it reads with something that is not RESP.
+// garbage answers whatever it reads with something that is not RESP.
 func garbage(c net.Conn) {
 	defer c.Close()
+	// It answers every read with garbage and leaves closing the
+	// connection to the client, so that every command gets the same
+	// garbage (a server that closed at once would make a later write fail
+	// with a reset instead).
 	buf := make([]byte, 512)
-	if _, err := c.Read(buf); err != nil {
-		return
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+		if _, err := c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")); err != nil {
+			return
+		}
 	}
-	_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
 }
 
 // awaitToken waits until key holds token on every listed node: a
