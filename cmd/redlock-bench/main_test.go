@@ -123,6 +123,7 @@ func requireMode(t *testing.T, mode, out string) {
 		require.Regexp(t, latencyRowRE("handoff"), out)
 		require.Regexp(t, `(?m)^contended [1-9][0-9]* acquisitions \([0-9.]+/s\), efficiency [0-9.]+ `, out)
 		require.Regexp(t, `(?m)^ +wait \(acquire row\) p99 [0-9.]+(µs|ms|s), max `, out)
+		require.Regexp(t, `(?m)^ +hand-off p50 / uncontended lock p50 = [0-9.]+x \(reference: 1 worker`, out)
 		require.NotRegexp(t, `(?m)^ *takeover `, out)
 	case modeTakeover:
 		require.Regexp(t, `(?m)^mode +takeover: 4 workers on 4 clients, keys one, ttl 20ms, hold 2ms$`, out)
@@ -225,6 +226,8 @@ func TestJSON(t *testing.T) {
 				require.Positive(t, c["acquisitions_per_s"])
 				require.Positive(t, c["efficiency"])
 				requireSummary(t, c["handoff"])
+				requireSummary(t, c["reference"])
+				require.Positive(t, c["handoff_ratio"])
 			}
 		})
 	}

@@ -66,6 +66,12 @@ type contendedReport struct {
 	Efficiency   float64 `json:"efficiency"` // acquisitions/s ÷ (1/hold)
 	Handoff      summary `json:"handoff"`    // Unlock returned → next Lock returned
 	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
+	// Reference is one worker's Lock on a key of its own at the same hold,
+	// measured right after the run: one uncontended lock round at this
+	// pace. HandoffRatio is hand-off p50 ÷ its p50.
+	Reference      *summary `json:"reference,omitempty"`
+	HandoffRatio   float64  `json:"handoff_ratio,omitempty"`
+	ReferenceError string   `json:"reference_error,omitempty"`
 }
 
 // takeoverReport is what takeover mode adds. A holder dies (never
@@ -201,6 +207,16 @@ func newRunReport(cfg config, r *runResult) runReport {
 			Reacquired:   r.reacquired,
 		}
 		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000
+		if r.reference != nil && r.reference.count() > 0 {
+			ref := summarize(r.reference)
+			c.Reference = &ref
+			if ref.P50 > 0 {
+				c.HandoffRatio = math.Round(float64(c.Handoff.P50)/float64(ref.P50)*100) / 100
+			}
+		}
+		if r.referenceErr != nil {
+			c.ReferenceError = oneLine(r.referenceErr.Error())
+		}
 		rr.Contended = c
 	}
 	if cfg.mode == modeTakeover {

@@ -88,6 +88,8 @@ type runResult struct {
 	release       *hist
 	before, after *hist // acquire latency around the fault; nil without one
 	handoff       *hist // contended mode only
+	reference     *hist // contended mode: one worker's Lock on a key of its own, at the same hold
+	referenceErr  error
 	takeover      *hist // takeover mode only
 	floor         *hist // nil when not measured
 	floorErr      error // what stopped the floor, if anything
@@ -150,6 +152,9 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 		// Less the connection of the first query itself.
 		res.dials = after.received - before.received - int64(len(ns.addrs))
 		res.connsOpen = after.connected
+	}
+	if cfg.mode == modeContended && ctx.Err() == nil {
+		res.reference, res.referenceErr = referencePhase(ctx, cs.clients[0], prefix+"reference", cfg)
 	}
 	if fl != nil {
 		if cfg.mode != modeLatency && fl.err == nil {
@@ -333,4 +338,33 @@ func mergeInto(into, from *hist) *hist {
 	}
 	into.merge(from)
 	return into
+}
+
+// referencePhaseMax bounds the reference phase of contended mode.
+const referencePhaseMax = time.Second
+
+// referencePhase measures, after a contended run, what one uncontended
+// lock round costs at the same pace: one worker takes and releases a key
+// of its own, holding it for cfg.hold each time, for a quarter of the run
+// (at most referencePhaseMax). The hand-off is compared with its Lock p50.
+func referencePhase(ctx context.Context, c *redlock.Client, key string, cfg config) (*hist, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(cfg.duration/4, referencePhaseMax))
+	defer cancel()
+	h := newHist()
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		l, err := c.Lock(ctx, key, cfg.ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return h, err
+		}
+		h.record(time.Since(t0))
+		sleep(ctx, cfg.hold)
+		if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
