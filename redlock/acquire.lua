@@ -10,11 +10,9 @@
 -- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
 -- how long (µs) it has waited by its own monotonic clock; ARGV[6] the
 -- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
--- entry outlives the time it comes back by; ARGV[8] the channel that
--- announces releases of the key (unused: a reservation is announced to the
--- waiter's Client, as in release.lua); ARGV[9] the reservation window in
--- ms (0 for none); with fencing ARGV[10] a random epoch, stored only when the
--- node has none yet.
+-- entry outlives the time it comes back by; ARGV[8] the reservation
+-- window in ms (0 for none); with fencing ARGV[9] a random epoch, stored
+-- only when the node has none yet.
 -- A reservation is the lock key itself holding "redlock:reserved:<id>"
 -- for a short time (see release.lua): plain SET NX is refused by it too.
 -- A waiter that finds the key free while an older waiter is queued (the
@@ -30,7 +28,7 @@ if id ~= "" then
 	local t = redis.call("TIME")
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-if not v and id ~= "" and tonumber(ARGV[9]) > 0 then
+if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 	-- Stale entries (waiters that left without saying so) are dropped
 	-- from the head of the queue; a bounded number per call.
 	for _ = 1, 64 do
@@ -42,7 +40,7 @@ if not v and id ~= "" and tonumber(ARGV[9]) > 0 then
 		if deadline and deadline > now then
 			if head ~= id then
 				v = "redlock:reserved:" .. head
-				redis.call("SET", KEYS[1], v, "PX", ARGV[9])
+				redis.call("SET", KEYS[1], v, "PX", ARGV[8])
 				local cid = string.match(head, "^([^.]*)%.") or ""
 				redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[1], head)
 			end
@@ -64,7 +62,7 @@ if not v or (id ~= "" and v == "redlock:reserved:" .. id) then
 		redis.call("HSET", KEYS[3], id, now + keep * 1000)
 	end
 	if #KEYS == 5 then
-		redis.call("SET", KEYS[5], ARGV[10], "NX")
+		redis.call("SET", KEYS[5], ARGV[9], "NX")
 		return {1, redis.call("GET", KEYS[4]) or "0", redis.call("GET", KEYS[5])}
 	end
 	return 1

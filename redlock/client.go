@@ -261,7 +261,7 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 	if fence != nil {
 		args = append(args, fence[0], EpochKey)
 	}
-	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, ReleaseChannel(key), c.windowArg)
+	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, c.windowArg)
 	if fence != nil {
 		args = append(args, fence[1])
 	}
@@ -300,10 +300,17 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 // and releases in the background every node that replies after the
 // decision, unless it refused.
 func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round) {
+	// A plain SET NX round was a first try: its key is most likely not
+	// contended. A script round waits: its release keeps the key for the
+	// head of the queue.
+	script, args := releaseFreeScript, []any{key, token}
+	if r.op.script != nil {
+		script, args = releaseScript, releaseArgs(key, token, "", c.windowArg)
+	}
 	release := func(p pool.Pool) {
 		ctx, cancel := c.nodeContext(ctx)
 		defer cancel()
-		_, _ = p.Eval(ctx, releaseScript, releaseArgs(key, token, "", c.windowMs())...)
+		_, _ = p.Eval(ctx, script, args...)
 	}
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {

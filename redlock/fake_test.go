@@ -101,7 +101,7 @@ func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
 // gates and failures); its queue and reservation keys are not modelled,
 // and a held key reports no TTL (-1), so waits use the retry strategy.
 func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) (any, error) {
-	op := map[*redis.Script]string{acquireScript: "SET", releaseScript: "release", extendScript: "extend",
+	op := map[*redis.Script]string{acquireScript: "SET", releaseScript: "release", releaseFreeScript: "release", extendScript: "extend",
 		leaveScript: "leave", fenceStoreScript: "fence-store"}[s]
 	if err := f.enter(op); err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	switch op {
 	case "SET":
 		// KEYS: key, waiters, deadlines[, fence key, epoch key]; ARGV:
-		// token, ttl, waiter id, priority, waited, refresh, slack, channel,
+		// token, ttl, waiter id, priority, waited, refresh, slack,
 		// window[, epoch].
 		nkeys := keysAndArgs[0].(int)
 		key := keysAndArgs[1].(string)
@@ -125,7 +125,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		if nkeys == 3 {
 			return int64(codeAcquired), nil
 		}
-		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[9].(string)
+		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[8].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}
@@ -148,7 +148,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	}
 	// release and extend: KEYS[1] the key; ARGV[1] the token.
 	nkeys := 1
-	if op == "release" {
+	if s == releaseScript {
 		nkeys = 3
 	}
 	key, token := keysAndArgs[0].(string), keysAndArgs[nkeys].(string)

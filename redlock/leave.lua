@@ -2,8 +2,8 @@
 -- for it passes to the next live waiter (or the key is freed), and that
 -- is announced, as a release would be (see release.lua).
 -- KEYS[1] the waiters (sorted set); KEYS[2] the waiters' deadlines (hash);
--- KEYS[3] the lock key. ARGV[1] the waiter id; ARGV[2] the channel that
--- announces releases of the key; ARGV[3] the reservation window in ms.
+-- KEYS[3] the lock key. ARGV[1] the waiter id; ARGV[2] the reservation
+-- window in ms.
 -- Returns 1.
 redis.call("ZREM", KEYS[1], ARGV[1])
 redis.call("HDEL", KEYS[2], ARGV[1])
@@ -27,12 +27,12 @@ for _ = 1, 64 do
 	redis.call("HDEL", KEYS[2], head)
 end
 if next ~= "" then
-	redis.call("SET", KEYS[3], "redlock:reserved:" .. next, "PX", ARGV[3])
+	redis.call("SET", KEYS[3], "redlock:reserved:" .. next, "PX", ARGV[2])
 else
 	redis.call("DEL", KEYS[3])
 end
 if next == "" then
-	redis.call("PUBLISH", ARGV[2], "")
+	redis.call("PUBLISH", "redlock:released:" .. KEYS[3], "")
 else
 	local cid = string.match(next, "^([^.]*)%.") or ""
 	redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[3], next)

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -41,6 +42,7 @@ type notifier struct {
 	c      *Client
 	mu     sync.Mutex
 	keys   map[string]*keyWait // by key
+	nkeys  atomic.Int32        // len(keys), read without mu
 	byChan map[string]*keyWait // by channel: both of every key
 	nodes  []*subNode          // nil until the first wait
 	closed bool
@@ -90,6 +92,7 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 			waiters: map[*waiter]struct{}{}, acks: make([]uint8, len(n.nodes)),
 			confirmed: make([]bool, len(n.nodes)), ready: make(chan struct{})}
 		n.keys[key] = kw
+		n.nkeys.Store(int32(len(n.keys)))
 		for _, ch := range kw.channels {
 			n.byChan[ch] = kw
 		}
@@ -129,6 +132,7 @@ func (n *notifier) drop(kw *keyWait) {
 		return
 	}
 	delete(n.keys, kw.key)
+	n.nkeys.Store(int32(len(n.keys)))
 	for _, ch := range kw.channels {
 		delete(n.byChan, ch)
 	}
@@ -153,6 +157,9 @@ func (n *notifier) armed(kw *keyWait) bool {
 // waiter joined it (another waiter of the Client, or a recent one, made
 // it).
 func (n *notifier) armedKey(key string) bool {
+	if n.nkeys.Load() == 0 {
+		return false
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw, ok := n.keys[key]
@@ -162,6 +169,9 @@ func (n *notifier) armedKey(key string) bool {
 // subscribed reports whether the Client subscribes to key's
 // announcements, armed or not: someone waited for it lately.
 func (n *notifier) subscribed(key string) bool {
+	if n.nkeys.Load() == 0 {
+		return false // no Lock call of this Client waits: no lock to take
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	_, ok := n.keys[key]

@@ -2,26 +2,25 @@
 -- for the longest waiter for a short window, and announce the release.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
 -- KEYS[3] the waiters' deadlines (hash, node time in µs).
--- ARGV[1] the owner token; ARGV[2] the channel that announces releases of
--- the key; ARGV[3] the reservation window in ms, 0 for none; ARGV[4] the
--- queue id the lock was waited for with, "" for none: it leaves the queue
--- even on a node that never granted the lock.
+-- ARGV[1] the owner token; ARGV[2] the reservation window in ms, 0 for
+-- none; ARGV[3] the queue id the lock was waited for with, "" for none: it
+-- leaves the queue even on a node that never granted the lock.
 -- With a live waiter queued and a window, the key is not deleted but set
 -- to "redlock:reserved:<id>" for the window: SET NX from anyone fails, the
 -- acquisition script lets that waiter in. That is announced to the
 -- waiter's Client alone, on "redlock:handoff:<client>:<key>" with the
--- waiter's id; a key left free is announced to everyone on ARGV[2] with
--- an empty message.
+-- waiter's id; a key left free is announced to everyone on
+-- "redlock:released:<key>" with an empty message.
 -- Returns 1 when the key was ours and is released, 0 when it was not ours.
-if ARGV[4] ~= "" then
-	redis.call("ZREM", KEYS[2], ARGV[4])
-	redis.call("HDEL", KEYS[3], ARGV[4])
+if ARGV[3] ~= "" then
+	redis.call("ZREM", KEYS[2], ARGV[3])
+	redis.call("HDEL", KEYS[3], ARGV[3])
 end
 if redis.call("GET", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
 local next = ""
-if tonumber(ARGV[3]) > 0 then
+if tonumber(ARGV[2]) > 0 and redis.call("ZRANGE", KEYS[2], 0, 0)[1] then
 	local t = redis.call("TIME")
 	local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 	-- Stale entries (waiters that left without saying so) are dropped
@@ -41,12 +40,12 @@ if tonumber(ARGV[3]) > 0 then
 	end
 end
 if next ~= "" then
-	redis.call("SET", KEYS[1], "redlock:reserved:" .. next, "PX", ARGV[3])
+	redis.call("SET", KEYS[1], "redlock:reserved:" .. next, "PX", ARGV[2])
 else
 	redis.call("DEL", KEYS[1])
 end
 if next == "" then
-	redis.call("PUBLISH", ARGV[2], "")
+	redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
 else
 	-- Only the Client of the waiter (its id is "<client>.<n>") hears it.
 	local cid = string.match(next, "^([^.]*)%.") or ""

@@ -11,6 +11,8 @@ var (
 	acquireSource string
 	//go:embed release.lua
 	releaseSource string
+	//go:embed release_free.lua
+	releaseFreeSource string
 	//go:embed leave.lua
 	leaveSource string
 	//go:embed extend.lua
@@ -21,11 +23,12 @@ var (
 	// The scripts take the keys in KEYS and every value in ARGV; nothing
 	// is ever interpolated into their source. The acquisition script takes
 	// 3 keys, 5 with fencing, so its key count goes with each call.
-	acquireScript    = redis.NewScript(-1, acquireSource)
-	releaseScript    = redis.NewScript(3, releaseSource)
-	leaveScript      = redis.NewScript(3, leaveSource)
-	extendScript     = redis.NewScript(1, extendSource)
-	fenceStoreScript = redis.NewScript(1, fenceStoreSource)
+	acquireScript     = redis.NewScript(-1, acquireSource)
+	releaseScript     = redis.NewScript(3, releaseSource)
+	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
+	leaveScript       = redis.NewScript(3, leaveSource)
+	extendScript      = redis.NewScript(1, extendSource)
+	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)
 )
 
 // The keys and the channel that go with a lock key. They are derived from
@@ -40,7 +43,7 @@ const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
 // that lock key was released and is free for anyone: "redlock:released:"
-// + key, with an empty message. A release that keeps the key for a
+// + key, with an empty message (the scripts derive it from the key). A release that keeps the key for a
 // waiting Lock call announces it only to that call's Client, on
 // "redlock:handoff:<client id>:" + key, with the call's id as the message,
 // so that the other Clients are not woken for nothing. Waiting Lock calls
@@ -55,6 +58,7 @@ func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + 
 // releaseArgs are the release script's keys and arguments for key and
 // token; waited is the queue id the lock was waited for with ("" for
 // none), window the reservation window in ms (0 for none).
-func releaseArgs(key, token, waited string, window int64) []any {
-	return []any{key, waitersKey(key), deadlinesKey(key), token, ReleaseChannel(key), window, waited}
+func releaseArgs(key, token, waited string, window any) []any {
+	dk := deadlinesKey(key)
+	return []any{key, dk[:len(key)+len(":waiters")], dk, token, window, waited}
 }

@@ -50,8 +50,8 @@ type waiter struct {
 
 // newWaiter returns a waiter of Client cid; its id is "<cid>.<n>" so that
 // the nodes can tell which Client to announce a hand-off to.
-func newWaiter(cid string, queue bool, now time.Time) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1), since: now, sinceWall: time.Now().UnixMicro()}
+func newWaiter(cid string, queue bool, since time.Time, sinceWall int64) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), since: since, sinceWall: sinceWall}
 	if queue {
 		w.id = cid + "." + strconv.FormatUint(rand.Uint64(), 36)
 	}
@@ -150,29 +150,46 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	w := newWaiter(c.id, c.cfg.window > 0, c.cfg.clock.Now())
+	// The waiter is made when Lock first has to wait (or its first round
+	// runs the script): an uncontended Lock costs what TryLock does.
+	since, sinceWall := c.cfg.clock.Now(), time.Now().UnixMicro()
+	var w *waiter
 	var l *Lock
-	defer func() { c.endWait(ctx, key, w, l) }()
+	defer func() {
+		if w != nil {
+			c.endWait(ctx, key, w, l)
+		}
+	}()
 	splits, checked := 0, false
 	for failures := 1; ; failures++ {
-		w.forget()
+		// The first round is a plain SET NX, unless the Client already
+		// waits for the key (it is likely held, and the script queues) or
+		// the lock is fenced.
+		plain := failures == 1 && !cfg.fencing && !c.notify.subscribed(key)
+		if w == nil && !plain {
+			w = newWaiter(c.id, c.cfg.window > 0, since, sinceWall)
+		}
 		var armed bool
-		if w.kw != nil {
+		switch {
+		case w == nil:
+			// armed stays false: the Client does not wait for the key
+		case w.kw != nil:
+			w.forget()
 			armed = c.notify.armed(w.kw)
-		} else {
+		default:
+			w.forget()
 			armed = c.notify.armedKey(key)
 		}
-		// The first round is a plain SET NX, unless the Client already
-		// waits for the key: it is likely held, and the script queues.
-		plain := failures == 1 && !c.notify.subscribed(key)
 		var r *round
 		l, r, err = c.acquire(ctx, key, ttl, cfg, w, plain)
-		if !plain || cfg.fencing {
+		if !plain {
 			w.queuedBy(r) // even if Lock ends now: the script may have queued it
 		}
 		var qe *QuorumError
 		if err == nil {
-			l.waited = w.id
+			if w != nil {
+				l.waited = w.id
+			}
 			return l, nil
 		}
 		if !errors.As(err, &qe) || qe.Cause != nil {
@@ -181,6 +198,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		delay, again := cfg.retry.NextDelay(failures)
 		if !again {
 			return nil, err
+		}
+		if w == nil {
+			w = newWaiter(c.id, c.cfg.window > 0, since, sinceWall)
 		}
 		w.released(r)
 		if w.kw == nil {
@@ -289,7 +309,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if !w.queued || l != nil {
 		return
 	}
-	args := []any{waitersKey(key), deadlinesKey(key), key, w.id, ReleaseChannel(key), c.windowArg}
+	args := []any{waitersKey(key), deadlinesKey(key), key, w.id, c.windowArg}
 	for _, p := range c.pools {
 		if !c.begin(1) {
 			return

@@ -1,0 +1,14 @@
+-- Release, the short way: delete the lock key only while it holds our
+-- token, and announce to every waiting Client that it is free. Used by a
+-- holder that did not wait for the lock, while its Client waits for no
+-- one on the key: there is most likely no queue. If there is one, the
+-- waiters wake, and the first whose round finds the key free keeps it
+-- for the longest of them (acquire.lua), so the order still holds.
+-- KEYS[1] the lock key; ARGV[1] the owner token.
+-- Returns 1 when the key was ours and is gone, 0 when it was not ours.
+if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+redis.call("DEL", KEYS[1])
+redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
+return 1
