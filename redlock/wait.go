@@ -126,10 +126,12 @@ func (w *waiter) queuedBy(r *round) {
 }
 
 // Lock takes key for ttl, trying round after round until it succeeds or ctx
-// ends. It does not poll: after a refused round it subscribes to the key's
-// release announcements (ReleaseChannel) on every node and sleeps until a
-// release that concerns it is announced, or until the holder's key would
-// run out (the refusing nodes report its TTL), whichever comes first. While
+// ends. Its first round is a plain SET NX, as TryLock's. It does not poll:
+// after a refused round it subscribes to the key's release announcements
+// (ReleaseChannel, and the hand-offs to its Client) on every node, asks
+// again with a script that also reports the holder's TTL, and sleeps until
+// a release that concerns it is announced, or until the holder's key would
+// run out, whichever comes first. While
 // it waits it is queued on the nodes (WithHandoffWindow), so that a release
 // keeps the key for the longest waiter instead of whoever asks first;
 // waits are served in the order they began. After a split vote (the key
