@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func refused(ttl time.Duration) NodeResult { return NodeResult{Status: NodeRefused, TTL: ttl} }
+
+func TestRetryAfter(t *testing.T) {
+	ok := NodeResult{Status: NodeOK}
+	failed := NodeResult{Status: NodeFailed}
+	pending := NodeResult{Status: NodePending}
+	for _, tc := range []struct {
+		name  string
+		nodes []NodeResult
+		want  time.Duration
+		known bool
+	}{
+		{"all refused: the third shortest", []NodeResult{refused(5), refused(1), refused(4), refused(2), refused(3)}, 3, true},
+		{"two free nodes: the shortest", []NodeResult{ok, failed, refused(7), refused(9), refused(8)}, 7, true},
+		{"silent nodes count as free", []NodeResult{pending, pending, refused(7), refused(9), refused(8)}, 7, true},
+		{"a key without TTL", []NodeResult{refused(-1), refused(1), refused(4), refused(2), refused(3)}, 0, false},
+		{"refusals do not rule out a quorum", []NodeResult{failed, failed, failed, refused(9), refused(8)}, 0, false},
+		{"a reservation about to lapse", []NodeResult{refused(0), refused(0), refused(0), ok, ok}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, known := retryAfter(tc.nodes, 3)
+			require.Equal(t, tc.known, known)
+			require.Equal(t, tc.want, d)
+		})
+	}
+}
+
+func TestParseAcquire(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply any
+		want  acqReply
+		ok    bool
+	}{
+		{"acquired", int64(1), acqReply{code: codeAcquired}, true},
+		{"acquired with a fence", []any{int64(1), []byte("7"), []byte("epoch")}, acqReply{code: codeAcquired}, true},
+		{"held", []any{int64(0), int64(1500)}, acqReply{code: codeHeld, pttl: 1500}, true},
+		{"reserved", []any{int64(2), int64(40)}, acqReply{code: codeReserved, pttl: 40}, true},
+		{"held without TTL", []any{int64(0), int64(-1)}, acqReply{code: codeHeld, pttl: -1}, true},
+		{"unknown code", []any{int64(9), int64(1)}, acqReply{}, false},
+		{"integer other than 1", int64(0), acqReply{code: 0}, false},
+		{"short array", []any{int64(0)}, acqReply{}, false},
+		{"not an array", "OK", acqReply{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseAcquire(tc.reply)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
+}
+
+func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
+	w := newWaiter("c1", true, epoch, 0)
+	other := "c2.x"
+	w.signal(0, other) // kept for another waiter: ignored
+	require.Zero(t, w.announced(false))
+	select {
+	case <-w.wake:
+		t.Fatal("woken for another waiter's hand-off")
+	default:
+	}
+
+	w.signal(1, "")   // free for anyone
+	w.signal(2, w.id) // kept for w
+	w.signal(2, w.id) // the same node twice counts once
+	require.Equal(t, 2, w.announced(false))
+	require.Equal(t, 1, w.announced(true))
+	<-w.wake
+
+	// The nodes w released itself after its failed round do not count.
+	w.released(&round{nodes: []NodeResult{{}, {Status: NodeOK}, {}}})
+	require.Equal(t, 1, w.announced(false))
+
+	w.forget()
+	require.Zero(t, w.announced(false))
+	require.Zero(t, w.announced(true))
+}
+
+func TestSleep(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5, WithNodeTimeout(40*time.Millisecond)) // grace: 5ms
+	ctx := context.Background()
+	start := func(d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
+		w := newWaiter(c.id, true, clk.Now(), 0)
+		done := make(chan error, 1)
+		go func() { done <- c.sleep(ctx, w, d, need, namedOnly) }()
+		require.True(t, clk.WaitTimers(1, nil))
+		return w, done
+	}
+	requireAsleep := func(done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("woke early: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	t.Run("runs out", func(t *testing.T) {
+		_, done := start(time.Second, 3, false)
+		requireAsleep(done)
+		clk.Advance(time.Second)
+		require.NoError(t, <-done)
+	})
+	t.Run("a hand-off to it wakes it at once", func(t *testing.T) {
+		w, done := start(time.Hour, 3, false)
+		w.signal(0, w.id)
+		require.NoError(t, <-done)
+	})
+	t.Run("free-for-all announcements: enough nodes", func(t *testing.T) {
+		w, done := start(time.Hour, 2, false)
+		w.signal(0, "")
+		requireAsleep(done)
+		w.signal(1, "")
+		require.NoError(t, <-done)
+	})
+	t.Run("free-for-all announcements: grace after the first", func(t *testing.T) {
+		w, done := start(time.Hour, 3, false)
+		from := clk.Now()
+		w.signal(0, "")
+		requireAsleep(done)
+		// Time goes on a millisecond at a time until it wakes: after the
+		// grace (5ms), long before its hour.
+		require.Eventually(t, func() bool {
+			clk.Advance(time.Millisecond)
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, time.Millisecond)
+		require.GreaterOrEqual(t, clk.Now().Sub(from), 5*time.Millisecond)
+		require.Less(t, clk.Now().Sub(from), time.Minute)
+	})
+	t.Run("the grace never outlasts the wait", func(t *testing.T) {
+		w, done := start(2*time.Millisecond, 3, false)
+		w.signal(0, "")
+		requireAsleep(done)
+		clk.Advance(2 * time.Millisecond)
+		require.NoError(t, <-done)
+	})
+	t.Run("after a split only a hand-off to it counts", func(t *testing.T) {
+		w, done := start(time.Hour, 1, true)
+		w.signal(0, "")
+		w.signal(1, "")
+		requireAsleep(done)
+		w.signal(2, w.id)
+		require.NoError(t, <-done)
+	})
+	t.Run("context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newWaiter(c.id, true, clk.Now(), 0)
+		done := make(chan error, 1)
+		go func() { done <- c.sleep(ctx, w, time.Hour, 3, false) }()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+}
