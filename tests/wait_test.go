@@ -606,3 +606,22 @@ func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
 	}
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 }
+
+// A paused node answers nothing, announcements included: the waiter hears
+// the release from the others.
+func TestLock_isWokenWhileANodeIsPaused(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	waiter := newClient(t, newPools(t, e.addrs))
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	require.NoError(t, e.nodes[0].Pause())
+	t.Cleanup(func() { _ = e.nodes[0].Resume() })
+	require.NoError(t, held.Unlock(ctxT(t, quickly)), "four nodes release: a quorum")
+	r := <-got
+	require.NoError(t, r.err, "neither the TTL nor the back-off ends within the test")
+	require.NoError(t, e.nodes[0].Resume())
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+}
