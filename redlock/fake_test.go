@@ -102,7 +102,7 @@ func (f *fakeNode) Do(_ context.Context, cmd string, args ...any) (any, error) {
 // and a held key reports no TTL (-1), so waits use the retry strategy.
 func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) (any, error) {
 	op := map[*redis.Script]string{acquireScript: "SET", releaseScript: "release", releaseFreeScript: "release", extendScript: "extend",
-		leaveScript: "leave", fenceStoreScript: "fence-store"}[s]
+		fenceStoreScript: "fence-store"}[s]
 	if err := f.enter(op); err != nil {
 		return nil, err
 	}
@@ -142,8 +142,6 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		if fence > cur {
 			f.data[fkey] = strconv.FormatUint(fence, 10)
 		}
-		return int64(1), nil
-	case "leave":
 		return int64(1), nil
 	}
 	// release and extend: KEYS[1] the key; ARGV[1] the token.

@@ -1,17 +1,20 @@
--- Release: give up the lock key only while it holds our token, keep it
--- for the longest waiter for a short window, and announce the release.
+-- Release: give up the lock key only while it holds what the caller owns,
+-- keep it for the longest waiter for a short window, and announce it.
+-- Unlock and failed rounds give up their token; a waiting Lock that gives
+-- up gives up a reservation kept for it ("redlock:reserved:<id>"), if any,
+-- and leaves the queue.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
 -- KEYS[3] the waiters' deadlines (hash, node time in µs).
--- ARGV[1] the owner token; ARGV[2] the reservation window in ms, 0 for
--- none; ARGV[3] the queue id the lock was waited for with, "" for none: it
--- leaves the queue even on a node that never granted the lock.
+-- ARGV[1] the value the caller owns; ARGV[2] the reservation window in
+-- ms, 0 for none; ARGV[3] the caller's queue id, "" for none: it leaves
+-- the queue even on a node where the key is not its own.
 -- With a live waiter queued and a window, the key is not deleted but set
 -- to "redlock:reserved:<id>" for the window: SET NX from anyone fails, the
 -- acquisition script lets that waiter in. That is announced to the
 -- waiter's Client alone, on "redlock:handoff:<client>:<key>" with the
 -- waiter's id; a key left free is announced to everyone on
 -- "redlock:released:<key>" with an empty message.
--- Returns 1 when the key was ours and is released, 0 when it was not ours.
+-- Returns 1 when the key held ARGV[1] and is given up, 0 otherwise.
 if ARGV[3] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[3])
 	redis.call("HDEL", KEYS[3], ARGV[3])

@@ -13,8 +13,6 @@ var (
 	releaseSource string
 	//go:embed release_free.lua
 	releaseFreeSource string
-	//go:embed leave.lua
-	leaveSource string
 	//go:embed extend.lua
 	extendSource string
 	//go:embed fence_store.lua
@@ -26,7 +24,6 @@ var (
 	acquireScript     = redis.NewScript(-1, acquireSource)
 	releaseScript     = redis.NewScript(3, releaseSource)
 	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
-	leaveScript       = redis.NewScript(3, leaveSource)
 	extendScript      = redis.NewScript(1, extendSource)
 	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)
 )
@@ -38,7 +35,7 @@ func deadlinesKey(key string) string { return key + ":waiters:until" }
 
 // reservedPrefix starts the value a release leaves in the lock key to keep
 // it for a waiter: reservedPrefix + the waiter's id (acquire.lua,
-// release.lua, leave.lua).
+// release.lua).
 const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
@@ -55,10 +52,10 @@ func ReleaseChannel(key string) string { return "redlock:released:" + key }
 // cid + "." + a number, and the scripts find the channel from it.
 func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + ":" + key }
 
-// releaseArgs are the release script's keys and arguments for key and
-// token; waited is the queue id the lock was waited for with ("" for
-// none), window the reservation window in ms (0 for none).
-func releaseArgs(key, token, waited string, window any) []any {
-	dk := deadlinesKey(key)
-	return []any{key, dk[:len(key)+len(":waiters")], dk, token, window, waited}
+// releaseArgs are the release script's keys and arguments: key gives up
+// owned (a token, or a waiter's reservation); waited is the queue id that
+// leaves the queue ("" for none), window the reservation window in ms (0
+// for none).
+func releaseArgs(key, owned, waited string, window any) []any {
+	return []any{key, waitersKey(key), deadlinesKey(key), owned, window, waited}
 }

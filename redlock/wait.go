@@ -311,20 +311,22 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if !w.queued || l != nil {
 		return
 	}
-	args := []any{waitersKey(key), deadlinesKey(key), key, w.id, c.windowArg}
+	// The release of the reservation kept for it, if any: it passes to
+	// the next waiter.
+	args := releaseArgs(key, reservedPrefix+w.id, w.id, c.windowArg)
 	for _, p := range c.pools {
 		if !c.begin(1) {
 			return
 		}
 		if s, ok := p.(pool.Starter); ok {
-			s.StartEval(bgCall{c}, leaveScript, args...)
+			s.StartEval(bgCall{c}, releaseScript, args...)
 			continue
 		}
 		go func() {
 			defer c.bg.Done()
 			ctx, cancel := c.nodeContext(ctx)
 			defer cancel()
-			_, _ = p.Eval(ctx, leaveScript, args...)
+			_, _ = p.Eval(ctx, releaseScript, args...)
 		}()
 	}
 }
