@@ -45,6 +45,7 @@ type notifier struct {
 	nkeys  atomic.Int32        // len(keys), read without mu
 	byChan map[string]*keyWait // by channel: both of every key
 	nodes  []*subNode          // nil until the first wait
+	subs   int                 // nodes whose pool can subscribe (set with nodes)
 	closed bool
 	ctx    context.Context // ends with Close: stops dialling
 	cancel context.CancelFunc
@@ -53,16 +54,18 @@ type notifier struct {
 // keyWait is one key's subscription: the Lock calls waiting for it and
 // the nodes on which the subscription is confirmed.
 type keyWait struct {
-	key       string
-	channels  [2]string // the key's announcements, and the hand-offs to this Client
-	waiters   map[*waiter]struct{}
-	acks      []uint8       // per node: bit c set when channels[c] is confirmed on its current connection
-	confirmed []bool        // per node: both channels confirmed
-	count     int           // nodes confirmed
-	ready     chan struct{} // closed once a quorum of nodes confirmed
-	isReady   bool
-	idle      clock.Timer // set while no one waits: unsubscribes when it fires
+	key      string
+	channels [2]string // the key's announcements, and the hand-offs to this Client
+	waiters  map[*waiter]struct{}
+	acks     []uint8       // per node: bit c set when channels[c] is confirmed on its current connection; bothAcked: the node counts
+	count    int           // nodes with bothAcked
+	ready    chan struct{} // closed once a quorum of nodes confirmed
+	isReady  bool
+	idle     clock.Timer // set while no one waits: unsubscribes when it fires
 }
+
+// bothAcked is keyWait.acks for a node that confirmed both channels.
+const bothAcked = 3
 
 // subNode is one node's pub/sub connection. wmu orders the commands
 // written to it; the subscription state is under the notifier's mu, taken
@@ -90,7 +93,7 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	if !ok {
 		kw = &keyWait{key: key, channels: [2]string{ReleaseChannel(key), handoffChannel(n.c.id, key)},
 			waiters: map[*waiter]struct{}{}, acks: make([]uint8, len(n.nodes)),
-			confirmed: make([]bool, len(n.nodes)), ready: make(chan struct{})}
+			ready: make(chan struct{})}
 		n.keys[key] = kw
 		n.nkeys.Store(int32(len(n.keys)))
 		for _, ch := range kw.channels {
@@ -141,22 +144,11 @@ func (n *notifier) drop(kw *keyWait) {
 	n.syncAll(kw)
 }
 
-// armed reports whether kw is confirmed on a quorum of nodes: a release
-// from then on is announced on at least one node where it is heard, since
-// a release reaches a quorum too.
-func (n *notifier) armed(kw *keyWait) bool {
-	if kw == nil {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return kw.isReady && kw.count >= n.c.quorum
-}
-
-// armedKey reports whether key's subscription is armed before this
-// waiter joined it (another waiter of the Client, or a recent one, made
-// it).
-func (n *notifier) armedKey(key string) bool {
+// armed reports whether key's subscription is confirmed on a quorum of
+// nodes (made by this waiter, another of the Client, or a recent one): a
+// release from then on is announced on at least one node where it is
+// heard, since a release reaches a quorum too.
+func (n *notifier) armed(key string) bool {
 	if n.nkeys.Load() == 0 {
 		return false
 	}
@@ -181,31 +173,19 @@ func (n *notifier) subscribed(key string) bool {
 // waitArmed waits, at most one node timeout, until kw is armed; it
 // reports whether it is.
 func (n *notifier) waitArmed(ctx context.Context, kw *keyWait) bool {
-	if kw == nil || !n.possible() {
-		return false
+	if kw == nil || n.subs < n.c.quorum {
+		return false // the Client cannot hear a quorum of nodes
 	}
 	t := n.c.cfg.clock.NewTimer(n.c.cfg.nodeTimeout)
 	defer t.Stop()
 	select {
 	case <-kw.ready:
-		return n.armed(kw)
+		return n.armed(kw.key)
 	case <-t.C():
 	case <-ctx.Done():
 	case <-n.c.done:
 	}
 	return false
-}
-
-// possible reports whether enough pools implement pool.Subscriber for a
-// subscription to reach a quorum.
-func (n *notifier) possible() bool {
-	k := 0
-	for _, p := range n.c.pools {
-		if _, ok := p.(pool.Subscriber); ok {
-			k++
-		}
-	}
-	return k >= n.c.quorum
 }
 
 // startLocked makes the node connections on first use: one goroutine per
@@ -222,6 +202,7 @@ func (n *notifier) startLocked() bool {
 	}
 	n.keys, n.byChan = map[string]*keyWait{}, map[string]*keyWait{}
 	n.nodes = make([]*subNode, len(n.c.pools))
+	n.subs = len(subs)
 	if len(subs) == 0 {
 		return true // announcements are never heard: waits use the back-off
 	}
@@ -352,11 +333,10 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 	clear(s.subscribed)
 	clear(s.pending)
 	for _, kw := range n.keys {
-		kw.acks[s.i] = 0
-		if kw.confirmed[s.i] {
-			kw.confirmed[s.i] = false
+		if kw.acks[s.i] == bothAcked {
 			kw.count--
 		}
+		kw.acks[s.i] = 0
 	}
 }
 
@@ -397,7 +377,7 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	}
 	delete(s.pending, ch)
 	kw, ok := n.byChan[ch]
-	if !ok || !s.subscribed[ch] || kw.confirmed[s.i] {
+	if !ok || !s.subscribed[ch] || kw.acks[s.i] == bothAcked {
 		return
 	}
 	if ch == kw.channels[0] {
@@ -405,10 +385,9 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	} else {
 		kw.acks[s.i] |= 2
 	}
-	if kw.acks[s.i] != 3 {
+	if kw.acks[s.i] != bothAcked {
 		return // the other channel is not confirmed yet
 	}
-	kw.confirmed[s.i] = true
 	kw.count++
 	if kw.count >= n.c.quorum && !kw.isReady {
 		kw.isReady = true

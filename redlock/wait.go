@@ -48,12 +48,14 @@ type waiter struct {
 	wake   chan struct{} // signalled on every announcement that counts
 }
 
-// newWaiter returns a waiter of Client cid; its id is "<cid>.<n>" so that
-// the nodes can tell which Client to announce a hand-off to.
-func newWaiter(cid string, queue bool, since time.Time, sinceWall int64) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1), since: since, sinceWall: sinceWall}
-	if queue {
-		w.id = cid + "." + strconv.FormatUint(rand.Uint64(), 36)
+// newWaiter returns the waiter of a Lock call that began at since (on the
+// Client's clock). Its id is "<client id>.<n>", so that the nodes can tell
+// which Client to announce a hand-off to; "" when queueing is off.
+func (c *Client) newWaiter(since time.Time) *waiter {
+	w := &waiter{wake: make(chan struct{}, 1), since: since,
+		sinceWall: time.Now().UnixMicro() - c.cfg.clock.Now().Sub(since).Microseconds()}
+	if c.cfg.window > 0 {
+		w.id = c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return w
 }
@@ -154,7 +156,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	// The waiter is made when Lock first has to wait (or its first round
 	// runs the script): an uncontended Lock costs what TryLock does.
-	since, sinceWall := c.cfg.clock.Now(), time.Now().UnixMicro()
+	since := c.cfg.clock.Now()
 	var w *waiter
 	var l *Lock
 	defer func() {
@@ -169,18 +171,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		// the lock is fenced.
 		plain := failures == 1 && !cfg.fencing && !c.notify.subscribed(key)
 		if w == nil && !plain {
-			w = newWaiter(c.id, c.cfg.window > 0, since, sinceWall)
+			w = c.newWaiter(since)
 		}
-		var armed bool
-		switch {
-		case w == nil:
-			// armed stays false: the Client does not wait for the key
-		case w.kw != nil:
+		armed := c.notify.armed(key)
+		if w != nil {
 			w.forget()
-			armed = c.notify.armed(w.kw)
-		default:
-			w.forget()
-			armed = c.notify.armedKey(key)
 		}
 		var r *round
 		l, r, err = c.acquire(ctx, key, ttl, cfg, w, plain)
@@ -202,7 +197,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return nil, err
 		}
 		if w == nil {
-			w = newWaiter(c.id, c.cfg.window > 0, since, sinceWall)
+			w = c.newWaiter(since)
 		}
 		w.released(r)
 		if w.kw == nil {
@@ -235,7 +230,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 				wait = min(d, c.refresh()) + rand.N(expiryJitter+1)
 			}
 		}
-		if !c.notify.armed(w.kw) {
+		if !c.notify.armed(key) {
 			wait = min(wait, delay) // no announcements: do not sleep past the back-off
 		}
 		// A release goes to every node at once, but its announcements

@@ -63,7 +63,8 @@ func TestParseAcquire(t *testing.T) {
 }
 
 func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
-	w := newWaiter("c1", true, epoch, 0)
+	c, _, clk := newFakeClient(t, 5)
+	w := c.newWaiter(clk.Now())
 	other := "c2.x"
 	w.signal(0, other) // kept for another waiter: ignored
 	require.Zero(t, w.announced(false))
@@ -93,7 +94,7 @@ func TestSleep(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5, WithNodeTimeout(40*time.Millisecond)) // grace: 5ms
 	ctx := context.Background()
 	start := func(d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
-		w := newWaiter(c.id, true, clk.Now(), 0)
+		w := c.newWaiter(clk.Now())
 		done := make(chan error, 1)
 		go func() { done <- c.sleep(ctx, w, d, need, namedOnly) }()
 		require.True(t, clk.WaitTimers(1, nil))
@@ -163,7 +164,7 @@ func TestSleep(t *testing.T) {
 	})
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		w := newWaiter(c.id, true, clk.Now(), 0)
+		w := c.newWaiter(clk.Now())
 		done := make(chan error, 1)
 		go func() { done <- c.sleep(ctx, w, time.Hour, 3, false) }()
 		cancel()
