@@ -230,8 +230,10 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		return nil, nil, err
 	}
 	ms := ttl.Milliseconds()
-	o := op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
-	if !plain {
+	var o op
+	if plain {
+		o = op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
+	} else {
 		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, nil), status: acquireStatus, keep: true}
 	}
 	r, err := c.run(ctx, false, o)
@@ -301,12 +303,8 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 // decision, unless it refused.
 func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round) {
 	// A plain SET NX round was a first try: its key is most likely not
-	// contended. A script round waits: its release keeps the key for the
-	// head of the queue.
-	script, args := releaseFreeScript, []any{key, token}
-	if r.op.script != nil {
-		script, args = releaseScript, releaseArgs(key, token, "", c.windowArg)
-	}
+	// contended. A script round is a waiter's.
+	script, args := c.releaseCall(key, token, "", r.op.script != nil)
 	release := func(p pool.Pool) {
 		ctx, cancel := c.nodeContext(ctx)
 		defer cancel()

@@ -82,6 +82,7 @@ type QuorumError struct {
 	// which does not ask: TryLock and Lock's first round) or when the
 	// refusals alone do not rule out a quorum.
 	RetryAfter time.Duration
+	retryKnown bool  // RetryAfter could be told (it may be 0: the keys run out now)
 	Err        error // ErrNotAcquired or ErrLockLost
 	Cause      error // the caller's context error, when the context ended the round
 }

@@ -161,14 +161,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.ext != nil {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
-	// A lock taken without waiting, while this Client waits for no one on
-	// the key, is released the short way: there is most likely no queue
-	// (release_free.lua says why the order holds if there is one).
-	o := op{script: releaseFreeScript, args: []any{l.key, l.token}, status: scriptStatus, after: l.acq}
-	if l.waited != "" || l.c.notify.subscribed(l.key) {
-		o.script, o.args = releaseScript, releaseArgs(l.key, l.token, l.waited, l.c.windowArg)
-	}
-	r, err := l.c.run(ctx, true, o)
+	script, args := l.c.releaseCall(l.key, l.token, l.waited, l.waited != "" || l.c.notify.subscribed(l.key))
+	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.acq})
 	if err != nil {
 		return err
 	}

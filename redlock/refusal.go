@@ -94,7 +94,7 @@ func (c *Client) readRefusals(e *QuorumError, r *round) {
 			}
 		}
 	}
-	e.RetryAfter, _ = retryAfter(e.Nodes, c.quorum)
+	e.RetryAfter, e.retryKnown = retryAfter(e.Nodes, c.quorum)
 }
 
 // retryAfter is how long until enough of the refusing nodes' keys (or

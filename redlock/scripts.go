@@ -52,6 +52,20 @@ func ReleaseChannel(key string) string { return "redlock:released:" + key }
 // cid + "." + a number, and the scripts find the channel from it.
 func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + ":" + key }
 
+// releaseCall returns the script and arguments that give up token on
+// key. A key that is not contended (queued is false: the lock was taken
+// without waiting and the Client waits for no one on it) is released the
+// short way, which leaves the key free; release_free.lua says why the
+// order of a queue, if there is one after all, still holds. Otherwise the
+// full release keeps the key for the head of the queue; waited is the
+// queue id the lock was waited for with ("" for none).
+func (c *Client) releaseCall(key, token, waited string, queued bool) (*redis.Script, []any) {
+	if !queued {
+		return releaseFreeScript, []any{key, token}
+	}
+	return releaseScript, releaseArgs(key, token, waited, c.windowArg)
+}
+
 // releaseArgs are the release script's keys and arguments: key gives up
 // owned (a token, or a waiter's reservation); waited is the queue id that
 // leaves the queue ("" for none), window the reservation window in ms (0

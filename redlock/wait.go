@@ -226,8 +226,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			wait, namedOnly = rand.N(d+1), true
 		default:
 			splits = 0
-			if d, ok := retryAfter(qe.Nodes, c.quorum); ok {
-				wait = min(d, c.refresh()) + rand.N(expiryJitter+1)
+			if qe.retryKnown {
+				wait = min(qe.RetryAfter, c.refresh()) + rand.N(expiryJitter+1)
 			}
 		}
 		if !c.notify.armed(key) {
