@@ -1,33 +1,57 @@
 -- Acquire for a caller that may wait: SET key token PX ttl when the key is
--- free, or when it holds a reservation for this caller. A refused caller
--- that waits is queued, so that the key goes to the longest waiter.
+-- free, or when it holds a reservation or a hand-off for this caller. A
+-- refused caller that waits is queued, so that the key goes to the longest
+-- waiter.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
--- priority, smaller first); KEYS[3] the waiters' deadlines (hash: waiter
--- id -> node time in µs after which the entry is stale). With fencing also
--- KEYS[4] the fence counter and KEYS[5] the node epoch.
+-- priority, smaller first); KEYS[3] the waiters' entries (hash: waiter id
+-- -> "<deadline> <round> <ttl> <hand-off token>", or "<deadline>" alone
+-- for a waiter that takes no hand-off; the deadline is the node time in
+-- µs after which the entry is stale). With fencing also KEYS[4] the fence
+-- counter and KEYS[5] the node epoch.
 -- ARGV[1] the owner token; ARGV[2] the TTL in ms; ARGV[3] the waiter id,
 -- "" for a caller that does not wait; ARGV[4] the waiter's priority: the
 -- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
 -- how long (µs) it has waited by its own monotonic clock; ARGV[6] the
 -- longest (ms) a waiter sleeps between rounds; ARGV[7] how long (ms) its
 -- entry outlives the time it comes back by; ARGV[8] the reservation
--- window in ms (0 for none); with fencing ARGV[9] a random epoch, stored
--- only when the node has none yet.
--- A reservation is the lock key itself holding "redlock:reserved:<id>"
--- for a short time (see release.lua): plain SET NX is refused by it too.
--- A waiter that finds the key free while an older waiter is queued (the
--- holder's key ran out, nobody released it) reserves the key for that
--- waiter and announces it, as a release would.
+-- window in ms (0 for none); ARGV[9] the number of this round among the
+-- waiter's rounds; ARGV[10] the waiter's hand-off token, "" for none;
+-- with fencing ARGV[11] a random epoch, stored only when the node has none
+-- yet.
+-- A release gives the key to the head of the queue (see release.lua): it
+-- sets the head's hand-off token with the head's TTL, or, for a waiter
+-- that takes no hand-off, a reservation "redlock:reserved:<id>" for the
+-- window that only that waiter's round may replace. A waiter that finds
+-- the key free while an older waiter is queued (the holder's key ran out,
+-- nobody released it) gives the key to that waiter the same way.
+-- A round replaces the waiter's own hand-off token with its token, unless
+-- a later round of the waiter already ran here: a round that arrives late
+-- must not take back what the waiter was told it holds.
 -- Returns 1 when acquired, {1, counter, epoch} with fencing; {0, pttl}
 -- when the key is held, pttl its ms left (-1: no TTL); {2, pttl} when it
 -- is reserved for another waiter, pttl the reservation's ms left.
-local id = ARGV[3]
+local id, round, mine = ARGV[3], tonumber(ARGV[9]), ARGV[10]
 local v = redis.call("GET", KEYS[1])
 local now = 0
 if id ~= "" then
 	local t = redis.call("TIME")
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+
+-- entry reads a waiter's entry: its deadline, and its latest round, TTL
+-- and hand-off token when it takes hand-offs.
+local function entry(w)
+	local s = redis.call("HGET", KEYS[3], w)
+	if not s then
+		return nil
+	end
+	local d, r, ttl, tok = string.match(s, "^(%d+) (%d+) (%d+) (.+)$")
+	if d then
+		return tonumber(d), tonumber(r), ttl, tok
+	end
+	return tonumber(s), 0
+end
+
 if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 	-- Stale entries (waiters that left without saying so) are dropped
 	-- from the head of the queue; a bounded number per call.
@@ -36,13 +60,26 @@ if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 		if not head then
 			break
 		end
-		local deadline = tonumber(redis.call("HGET", KEYS[3], head))
+		local deadline, r, ttl, tok = entry(head)
 		if deadline and deadline > now then
 			if head ~= id then
-				v = "redlock:reserved:" .. head
-				redis.call("SET", KEYS[1], v, "PX", ARGV[8])
+				-- Only the Client of the waiter (its id is "<client>.<n>")
+				-- hears it.
 				local cid = string.match(head, "^([^.]*)%.") or ""
-				redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[1], head)
+				local ch = "redlock:handoff:" .. cid .. ":" .. KEYS[1]
+				if tok then
+					-- As for a round that wins: the entry runs out well
+					-- before the key, should the waiter be gone.
+					v = tok
+					redis.call("SET", KEYS[1], v, "PX", ttl)
+					local keep = math.min(tonumber(ARGV[7]), math.floor(tonumber(ttl) / 2))
+					redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + keep * 1000, r, ttl, tok))
+					redis.call("PUBLISH", ch, head .. " " .. r)
+				else
+					v = "redlock:reserved:" .. head
+					redis.call("SET", KEYS[1], v, "PX", ARGV[8])
+					redis.call("PUBLISH", ch, head)
+				end
 			end
 			break
 		end
@@ -50,19 +87,40 @@ if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 		redis.call("HDEL", KEYS[3], head)
 	end
 end
-if not v or (id ~= "" and v == "redlock:reserved:" .. id) then
+
+local last = 0 -- the latest round of this waiter that ran here
+local queued = false
+if id ~= "" then
+	local d, r = entry(id)
+	queued, last = d ~= nil, r or 0
+end
+-- record is this waiter's entry, with deadline d (µs).
+local function record(d)
+	if mine == "" then
+		return string.format("%.0f", d)
+	end
+	return string.format("%.0f %d %s %s", d, math.max(last, round), ARGV[2], mine)
+end
+
+local own = not v or (id ~= "" and v == "redlock:reserved:" .. id)
+if not own and mine ~= "" and v == mine then
+	-- A hand-off to this waiter. Without an entry, or after a later round,
+	-- this round is late: the waiter may count the hand-off as held.
+	own = queued and last < round
+end
+if own then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 	-- The caller stays queued, for a little while: its round may yet fail
 	-- on the other nodes, and then it asks again soon. If it got the lock,
 	-- its release takes it out of the queue, or the entry runs out, well
 	-- before the lock does (a holder that dies must not be at the head of
 	-- the queue when its key expires).
-	if id ~= "" and redis.call("ZSCORE", KEYS[2], id) then
+	if queued then
 		local keep = math.min(tonumber(ARGV[7]), math.floor(tonumber(ARGV[2]) / 2))
-		redis.call("HSET", KEYS[3], id, now + keep * 1000)
+		redis.call("HSET", KEYS[3], id, record(now + keep * 1000))
 	end
 	if #KEYS == 5 then
-		redis.call("SET", KEYS[5], ARGV[9], "NX")
+		redis.call("SET", KEYS[5], ARGV[11], "NX")
 		return {1, redis.call("GET", KEYS[4]) or "0", redis.call("GET", KEYS[5])}
 	end
 	return 1
@@ -83,7 +141,7 @@ end
 redis.call("ZADD", KEYS[2], "NX", prio, id)
 -- The waiter comes back when the key runs out, or sooner.
 local keep = math.min(math.max(pttl, 0), tonumber(ARGV[6])) + tonumber(ARGV[7])
-redis.call("HSET", KEYS[3], id, now + keep * 1000)
+redis.call("HSET", KEYS[3], id, record(now + keep * 1000))
 for i = 2, 3 do
 	if redis.call("PTTL", KEYS[i]) < keep then
 		redis.call("PEXPIRE", KEYS[i], keep)

@@ -242,7 +242,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	}
 	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
 	if r.ok && until.Sub(c.cfg.clock.Now()) > cfg.minValidity {
-		return c.newLock(ctx, key, token, ttl, r, until, cfg), r, nil
+		return c.newLock(ctx, key, token, ttl, r, r.start, until, cfg), r, nil
 	}
 	return nil, r, c.failAcquire(ctx, key, token, r, until)
 }
@@ -250,34 +250,36 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 // acquireArgs are the acquisition script's keys and arguments; fence is
 // nil, or the fence counter key and a new epoch.
 func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any) []any {
-	id, prio, waited := "", int64(0), int64(0)
+	id, prio, waited, round, handoff := "", int64(0), int64(0), 0, ""
 	if w != nil {
 		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
+		round, handoff = len(w.starts)+1, w.token
 	}
 	nkeys := 3
 	if fence != nil {
 		nkeys = 5
 	}
-	args := make([]any, 0, 16)
+	args := make([]any, 0, 18)
 	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key))
 	if fence != nil {
 		args = append(args, fence[0], EpochKey)
 	}
-	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, c.windowArg)
+	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, c.windowArg, round, handoff)
 	if fence != nil {
 		args = append(args, fence[1])
 	}
 	return args
 }
 
-// newLock returns the handle of a lock acquired in round r.
-func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
-	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
+// newLock returns the handle of a lock acquired in round r (nil for a
+// hand-off), valid until until, counted from start.
+func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, start, until time.Time, cfg lockConfig) *Lock {
+	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: start,
 		parent: ctx, ttl: ttl, margin: cfg.margin}
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.
 	if cfg.maxHold > 0 {
-		l.holdEnd = r.start.Add(cfg.maxHold)
+		l.holdEnd = start.Add(cfg.maxHold)
 	}
 	if cfg.autoExtend {
 		l.startExtender(cfg)
@@ -304,7 +306,7 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round) {
 	// A plain SET NX round was a first try: its key is most likely not
 	// contended. A script round is a waiter's.
-	script, args := c.releaseCall(key, token, "", r.op.script != nil)
+	script, args := c.releaseCall(key, token, "", "", r.op.script != nil)
 	release := func(p pool.Pool) {
 		ctx, cancel := c.nodeContext(ctx)
 		defer cancel()

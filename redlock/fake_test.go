@@ -110,7 +110,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 	case "SET":
 		// KEYS: key, waiters, deadlines[, fence key, epoch key]; ARGV:
 		// token, ttl, waiter id, priority, waited, refresh, slack,
-		// window[, epoch].
+		// window, round, hand-off token[, epoch].
 		nkeys := keysAndArgs[0].(int)
 		key := keysAndArgs[1].(string)
 		argv := keysAndArgs[1+nkeys:]
@@ -125,7 +125,7 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		if nkeys == 3 {
 			return int64(codeAcquired), nil
 		}
-		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[8].(string)
+		fkey, ekey, epoch := keysAndArgs[4].(string), keysAndArgs[5].(string), argv[10].(string)
 		if _, ok := f.data[ekey]; !ok {
 			f.data[ekey] = epoch
 		}

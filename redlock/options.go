@@ -84,23 +84,26 @@ func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.nodeTimeout = d })
 }
 
-// WithHandoffWindow sets how long a release keeps the key for the waiter
-// that has waited longest, so that the lock goes to waiters in the order
-// they began waiting instead of to whoever asks first (the releasing
-// worker, most often). Waiting Lock calls queue on every node; a release
-// reserves the key on each node for the head of that node's queue, for at
-// most d, and announces it; the head's next round takes it, and everyone
-// else's is refused until then or until d passes. The reservation only
-// adds refusals: a node still writes the lock key only when it is free
-// (or reserved for the writer), so mutual exclusion is as before. See
-// docs/waiting.md.
+// WithHandoffWindow turns on queueing, and sets how long a release keeps
+// the key for a waiter that cannot take a hand-off. Waiting Lock calls
+// queue on every node, in the order they began waiting, so that the lock
+// goes to the waiter that has waited longest instead of to whoever asks
+// first (the releasing worker, most often). A release gives the key, on
+// each node, to the head of that node's queue: it sets the head's own
+// token with the head's TTL and announces it, and a waiter that hears of
+// it from a quorum holds the lock without asking again. A fenced Lock
+// call (WithFencing) gets a reservation instead, for at most d: its next
+// round takes the key, and everyone else's is refused until then or until
+// d passes. Either only adds refusals: a node still writes a token only
+// over nothing or what is kept for the writer, so mutual exclusion is as
+// before. See docs/waiting.md.
 //
 // Default: the node timeout, at most 100ms (50ms with the default node
 // timeout): time enough for the head to hear of the release and ask. A
 // longer window keeps the order under worse delays; a key whose head does
-// not come (it vanished, or cannot reach a quorum) stays idle that long. d = 0 turns queueing
-// off: a release wakes every waiter and the fastest wins. New rejects a
-// negative d, or one under 1ms.
+// not come (it vanished, or cannot reach a quorum) stays idle that long.
+// d = 0 turns queueing off: a release wakes every waiter and the fastest
+// wins. New rejects a negative d, or one under 1ms.
 func WithHandoffWindow(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.window = d })
 }

@@ -1,28 +1,35 @@
 -- Release: give up the lock key only while it holds what the caller owns,
--- keep it for the longest waiter for a short window, and announce it.
+-- give it to the longest waiter, and announce it.
 -- Unlock and failed rounds give up their token; a waiting Lock that gives
--- up gives up a reservation kept for it ("redlock:reserved:<id>"), if any,
--- and leaves the queue.
+-- up gives up what was handed to it, if anything, and leaves the queue.
 -- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
--- KEYS[3] the waiters' deadlines (hash, node time in µs).
+-- KEYS[3] the waiters' entries (hash, see acquire.lua).
 -- ARGV[1] the value the caller owns; ARGV[2] the reservation window in
 -- ms, 0 for none; ARGV[3] the caller's queue id, "" for none: it leaves
--- the queue even on a node where the key is not its own.
--- With a live waiter queued and a window, the key is not deleted but set
--- to "redlock:reserved:<id>" for the window: SET NX from anyone fails, the
--- acquisition script lets that waiter in. That is announced to the
--- waiter's Client alone, on "redlock:handoff:<client>:<key>" with the
--- waiter's id; a key left free is announced to everyone on
--- "redlock:released:<key>" with an empty message.
--- Returns 1 when the key held ARGV[1] and is given up, 0 otherwise.
+-- the queue even on a node where the key is not its own; ARGV[4] a second
+-- value the caller owns, "" for none (the hand-off token of a waiter that
+-- won by a round); ARGV[5] how long (ms) a waiter's entry outlives a
+-- hand-off at most.
+-- With a live waiter queued and a window, the key is not deleted. A
+-- waiter with a hand-off token gets it: the key is set to that token with
+-- the waiter's TTL, and the waiter holds it here without asking again. A
+-- waiter without one gets "redlock:reserved:<id>" for the window: SET NX
+-- from anyone fails, the acquisition script lets that waiter in. Either is
+-- announced to the waiter's Client alone, on
+-- "redlock:handoff:<client>:<key>": "<id> <round>" for a hand-off (the
+-- waiter's latest round that ran here), "<id>" for a reservation. A key
+-- left free is announced to everyone on "redlock:released:<key>" with an
+-- empty message.
+-- Returns 1 when the key held what the caller owns and is given up, 0
+-- otherwise.
 if ARGV[3] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[3])
 	redis.call("HDEL", KEYS[3], ARGV[3])
 end
-if redis.call("GET", KEYS[1]) ~= ARGV[1] then
+local v = redis.call("GET", KEYS[1])
+if v ~= ARGV[1] and (ARGV[4] == "" or v ~= ARGV[4]) then
 	return 0
 end
-local next = ""
 if tonumber(ARGV[2]) > 0 and redis.call("ZRANGE", KEYS[2], 0, 0)[1] then
 	local t = redis.call("TIME")
 	local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -33,25 +40,33 @@ if tonumber(ARGV[2]) > 0 and redis.call("ZRANGE", KEYS[2], 0, 0)[1] then
 		if not head then
 			break
 		end
-		local deadline = tonumber(redis.call("HGET", KEYS[3], head))
-		if deadline and deadline > now then
-			next = head
-			break
+		local s = redis.call("HGET", KEYS[3], head)
+		local d, r, ttl, tok = string.match(s or "", "^(%d+) (%d+) (%d+) (.+)$")
+		if not d then
+			d = s
+		end
+		if d and tonumber(d) > now then
+			-- Only the Client of the waiter (its id is "<client>.<n>")
+			-- hears it.
+			local cid = string.match(head, "^([^.]*)%.") or ""
+			local ch = "redlock:handoff:" .. cid .. ":" .. KEYS[1]
+			if tok then
+				redis.call("SET", KEYS[1], tok, "PX", ttl)
+				-- As for a round that wins: the entry runs out well
+				-- before the key, should the waiter be gone.
+				local keep = math.min(tonumber(ARGV[5]), math.floor(tonumber(ttl) / 2))
+				redis.call("HSET", KEYS[3], head, string.format("%.0f %s %s %s", now + keep * 1000, r, ttl, tok))
+				redis.call("PUBLISH", ch, head .. " " .. r)
+			else
+				redis.call("SET", KEYS[1], "redlock:reserved:" .. head, "PX", ARGV[2])
+				redis.call("PUBLISH", ch, head)
+			end
+			return 1
 		end
 		redis.call("ZREM", KEYS[2], head)
 		redis.call("HDEL", KEYS[3], head)
 	end
 end
-if next ~= "" then
-	redis.call("SET", KEYS[1], "redlock:reserved:" .. next, "PX", ARGV[2])
-else
-	redis.call("DEL", KEYS[1])
-end
-if next == "" then
-	redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
-else
-	-- Only the Client of the waiter (its id is "<client>.<n>") hears it.
-	local cid = string.match(next, "^([^.]*)%.") or ""
-	redis.call("PUBLISH", "redlock:handoff:" .. cid .. ":" .. KEYS[1], next)
-end
+redis.call("DEL", KEYS[1])
+redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
 return 1

@@ -57,19 +57,21 @@ func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + 
 // without waiting and the Client waits for no one on it) is released the
 // short way, which leaves the key free; release_free.lua says why the
 // order of a queue, if there is one after all, still holds. Otherwise the
-// full release keeps the key for the head of the queue; waited is the
-// queue id the lock was waited for with ("" for none).
-func (c *Client) releaseCall(key, token, waited string, queued bool) (*redis.Script, []any) {
+// full release gives the key to the head of the queue; waited is the
+// queue id the lock was waited for with ("" for none), alt a second value
+// given up with token ("" for none: see releaseArgs).
+func (c *Client) releaseCall(key, token, waited, alt string, queued bool) (*redis.Script, []any) {
 	if !queued {
 		return releaseFreeScript, []any{key, token}
 	}
-	return releaseScript, releaseArgs(key, token, waited, c.windowArg)
+	return releaseScript, c.releaseArgs(key, token, waited, alt)
 }
 
 // releaseArgs are the release script's keys and arguments: key gives up
-// owned (a token, or a waiter's reservation); waited is the queue id that
-// leaves the queue ("" for none), window the reservation window in ms (0
-// for none).
-func releaseArgs(key, owned, waited string, window any) []any {
-	return []any{key, waitersKey(key), deadlinesKey(key), owned, window, waited}
+// owned (a token, or a waiter's hand-off token or reservation) and alt
+// ("" for none): a lock won by a round also gives up its waiter's hand-off
+// token, which a node may have set after the round ran there. waited is
+// the queue id that leaves the queue ("" for none).
+func (c *Client) releaseArgs(key, owned, waited, alt string) []any {
+	return []any{key, waitersKey(key), deadlinesKey(key), owned, c.windowArg, waited, alt, c.slackMs}
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,16 @@ type waiter struct {
 	sinceWall int64
 	queued    bool     // a node may hold its queue entry
 	kw        *keyWait // its subscription; nil before the first refusal
+	// token is what a release sets the key to on a node that hands it to
+	// this waiter: the lock's token when a quorum did so. "" when it takes
+	// no hand-off (queueing is off, or the lock is fenced).
+	token string
+	// starts holds when each of its script rounds began, by round number
+	// (from 1) less one.
+	starts []time.Time
+	// counted is set once the Client counts this waiter among the work
+	// Close waits for: its leaving the queue is sent even then.
+	counted bool
 
 	// Announcements since the last round began: the nodes that released
 	// the key and named this waiter or no one, and those that named it.
@@ -46,31 +57,51 @@ type waiter struct {
 	named  uint64
 	ignore uint64        // nodes this waiter released itself after its round
 	wake   chan struct{} // signalled on every announcement that counts
+	// granted[i] is the round named by node i's latest hand-off to this
+	// waiter (0 for none): the node set the token after that round ran
+	// there.
+	granted []int
 }
 
 // newWaiter returns the waiter of a Lock call that began at since (on the
 // Client's clock). Its id is "<client id>.<n>", so that the nodes can tell
-// which Client to announce a hand-off to; "" when queueing is off.
-func (c *Client) newWaiter(since time.Time) *waiter {
+// which Client to announce a hand-off to; "" when queueing is off. With
+// handoff it takes hand-offs, under a token of its own.
+func (c *Client) newWaiter(since time.Time, handoff bool) (*waiter, error) {
 	w := &waiter{wake: make(chan struct{}, 1), since: since,
 		sinceWall: time.Now().UnixMicro() - c.cfg.clock.Now().Sub(since).Microseconds()}
 	if c.cfg.window > 0 {
 		w.id = c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
+		if handoff {
+			token, err := newToken()
+			if err != nil {
+				return nil, err
+			}
+			w.token, w.granted = token, make([]int, len(c.pools))
+		}
 	}
-	return w
+	return w, nil
 }
 
-// signal notes that node i released the key and named next ("" for no
-// one).
+// signal notes that node i released the key and named next: "" for no
+// one, "<id>" for a reservation, "<id> <round>" for a hand-off.
 func (w *waiter) signal(i int, next string) {
-	if next != "" && next != w.id {
+	id, round, handoff := strings.Cut(next, " ")
+	if id != w.id && next != "" {
 		return // the node keeps the key for another waiter
 	}
 	bit := uint64(1) << (i % 64) // more than 64 nodes share bits: a quorum is then sooner assumed
 	w.mu.Lock()
-	w.heard |= bit
-	if next != "" {
+	switch {
+	case handoff:
+		if n, err := strconv.Atoi(round); err == nil && i < len(w.granted) {
+			w.granted[i] = max(w.granted[i], n)
+		}
+	case next != "":
+		w.heard |= bit
 		w.named |= bit
+	default:
+		w.heard |= bit
 	}
 	w.mu.Unlock()
 	select {
@@ -119,12 +150,60 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
-// queuedBy notes that w's round r ran the acquisition script: the nodes
-// that refused it queued it (r is nil when no round was sent).
-func (w *waiter) queuedBy(r *round) {
-	if w.id != "" && r != nil {
-		w.queued = true
+// handedOff returns how many nodes handed the key to w after its latest
+// round ran there, and when that round began: each of those nodes holds
+// w's token for its TTL from then at least. others counts those among
+// them that w did not release itself after that round (a node that w
+// released hands the key back to w when w heads its queue: that tells w
+// nothing new).
+func (w *waiter) handedOff() (n, others int, start time.Time) {
+	k := len(w.starts)
+	if w.token == "" || k == 0 {
+		return 0, 0, time.Time{}
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, r := range w.granted {
+		if r == k {
+			n++
+			if w.ignore&(uint64(1)<<(i%64)) == 0 {
+				others++
+			}
+		}
+	}
+	return n, others, w.starts[k-1]
+}
+
+// queuedBy notes that w's round r ran the acquisition script: the nodes
+// that refused it queued it (r is nil when no round was sent). While
+// queued, w counts as work Close waits for, so that leaving the queue is
+// sent.
+func (c *Client) queuedBy(w *waiter, r *round) {
+	if r == nil {
+		return
+	}
+	w.starts = append(w.starts, r.start)
+	if w.id != "" && !w.queued {
+		w.queued, w.counted = true, c.begin(1)
+	}
+}
+
+// handoff returns the lock when a quorum of nodes handed key to w after
+// its latest round ran there, with more validity left than asked for; nil
+// otherwise. Its validity counts from the start of that round, before
+// any of the nodes set the token.
+func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) *Lock {
+	n, _, start := w.handedOff()
+	if n < c.quorum {
+		return nil
+	}
+	until := start.Add(time.Duration(ttl.Milliseconds())*time.Millisecond - c.drift(ttl))
+	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+		return nil
+	}
+	l := c.newLock(ctx, key, w.token, ttl, nil, start, until, cfg)
+	l.waited = w.id
+	return l
 }
 
 // Lock takes key for ttl, trying round after round until it succeeds or ctx
@@ -171,7 +250,21 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		// the lock is fenced.
 		plain := failures == 1 && !cfg.fencing && !c.notify.subscribed(key)
 		if w == nil && !plain {
-			w = c.newWaiter(since)
+			if w, err = c.newWaiter(since, !cfg.fencing); err != nil {
+				return nil, err
+			}
+		}
+		if w != nil && w.kw == nil && w.token != "" {
+			// A node may hand the key to w as soon as its round queued it
+			// there: w listens before it asks.
+			w.kw = c.notify.join(key, w)
+		}
+		if w != nil {
+			// A quorum of nodes that handed the key to w since its last
+			// round: w holds it, no round needed.
+			if l = c.handoff(ctx, key, ttl, cfg, w); l != nil {
+				return l, nil
+			}
 		}
 		armed := c.notify.armed(key)
 		if w != nil {
@@ -180,12 +273,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		var r *round
 		l, r, err = c.acquire(ctx, key, ttl, cfg, w, plain)
 		if !plain {
-			w.queuedBy(r) // even if Lock ends now: the script may have queued it
+			c.queuedBy(w, r) // even if Lock ends now: the script may have queued it
 		}
 		var qe *QuorumError
 		if err == nil {
 			if w != nil {
 				l.waited = w.id
+				l.alt = w.token // a node may yet hand the key to w
 			}
 			return l, nil
 		}
@@ -197,7 +291,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return nil, err
 		}
 		if w == nil {
-			w = c.newWaiter(since)
+			if w, err = c.newWaiter(since, !cfg.fencing); err != nil {
+				return nil, err
+			}
 		}
 		w.released(r)
 		if w.kw == nil {
@@ -267,14 +363,22 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 		case <-t.C():
 			return nil
 		case <-w.wake:
-			// A node that names w keeps the key for it: go. The release
-			// reached the other nodes at about the same time, before w's
-			// round can.
+			// A quorum handed the key to w: it holds it.
+			h, others, _ := w.handedOff()
+			if h >= c.quorum {
+				return nil
+			}
+			// A node that keeps the key for w (a reservation) names it:
+			// go. The release reached the other nodes at about the same
+			// time, before w's round can.
 			n := w.announced(namedOnly)
 			if n >= need || w.announced(true) > 0 {
 				return nil
 			}
-			if n > 0 && !graced {
+			// Hand-offs from some nodes: the others' are likely on their
+			// way, and after the grace period a round takes what was
+			// handed over.
+			if (n > 0 || others > 0) && !graced {
 				graced = true
 				if g := c.grace(); g < end.Sub(clk.Now()) {
 					t.Stop()
@@ -296,21 +400,32 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 func (c *Client) grace() time.Duration { return min(c.cfg.nodeTimeout/4, 5*time.Millisecond) }
 
 // endWait ends w's wait: it drops its subscription and, when Lock failed,
-// takes it out of the queues in the background. A waiter that got the
-// lock stays queued until its release: on a node that missed the release
-// its entry runs out by itself.
+// takes it out of the queues in the background, also when the Client is
+// closing. A waiter that got the lock stays queued until its release: on
+// a node that missed the release its entry runs out by itself.
 func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 	if w.kw != nil {
 		c.notify.leave(w)
 	}
+	if w.counted {
+		defer c.bg.Done()
+	}
 	if !w.queued || l != nil {
 		return
 	}
-	// The release of the reservation kept for it, if any: it passes to
+	// The release of what was handed to it, if anything: it passes to
 	// the next waiter.
-	args := releaseArgs(key, reservedPrefix+w.id, w.id, c.windowArg)
+	owned, alt := reservedPrefix+w.id, ""
+	if w.token != "" {
+		owned, alt = w.token, owned
+	}
+	args := c.releaseArgs(key, owned, w.id, alt)
 	for _, p := range c.pools {
-		if !c.begin(1) {
+		// Counted by w (c.bg is above zero), these go out even on a
+		// closed Client, before Close returns.
+		if w.counted {
+			c.bg.Add(1)
+		} else if !c.begin(1) {
 			return
 		}
 		if s, ok := p.(pool.Starter); ok {

@@ -64,7 +64,7 @@ func TestParseAcquire(t *testing.T) {
 
 func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5)
-	w := c.newWaiter(clk.Now())
+	w := newTestWaiter(t, c, clk.Now())
 	other := "c2.x"
 	w.signal(0, other) // kept for another waiter: ignored
 	require.Zero(t, w.announced(false))
@@ -90,15 +90,75 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	require.Zero(t, w.announced(true))
 }
 
+func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	n, _, _ := w.handedOff()
+	require.Zero(t, n, "no round yet")
+	w.starts = []time.Time{clk.Now(), clk.Now().Add(time.Second)}
+	w.signal(0, w.id+" 2")
+	w.signal(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
+	w.signal(2, "c2.x 2")   // another waiter's
+	w.signal(3, w.id+" x2") // garbled
+	n, _, start := w.handedOff()
+	require.Equal(t, 1, n)
+	require.Equal(t, w.starts[1], start, "counted from the start of round 2")
+	w.signal(1, w.id+" 2")
+	w.signal(0, w.id+" 1") // a late announcement does not undo a newer one
+	w.signal(4, w.id+" 2")
+	n, _, _ = w.handedOff()
+	require.Equal(t, 3, n)
+	require.Zero(t, w.announced(false), "a hand-off is not a release for anyone")
+	require.Zero(t, w.announced(true), "nor a reservation that needs a round")
+
+	// A new round may take back what was handed over before it.
+	w.starts = append(w.starts, clk.Now())
+	n, _, _ = w.handedOff()
+	require.Zero(t, n)
+}
+
+func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5, WithDriftFactor(0))
+	const ttl = 10 * time.Second
+	cfg, err := c.lockConfig("k", ttl, nil)
+	require.NoError(t, err)
+	w := newTestWaiter(t, c, clk.Now())
+	w.starts = []time.Time{clk.Now()}
+	round := clk.Now()
+	clk.Advance(3 * time.Second)
+	for i := range 2 {
+		w.signal(i, w.id+" 1")
+	}
+	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w), "2 nodes are not a quorum")
+	w.signal(2, w.id+" 1")
+	l := c.handoff(context.Background(), "k", ttl, cfg, w)
+	require.NotNil(t, l)
+	require.Equal(t, w.token, l.Token())
+	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
+	require.Equal(t, w.id, l.waited, "its release leaves the queue")
+
+	// Too little validity left: a round takes the key afresh.
+	clk.Advance(ttl - 3*time.Second - driftFloor)
+	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+}
+
 func TestSleep(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5, WithNodeTimeout(40*time.Millisecond)) // grace: 5ms
 	ctx := context.Background()
-	start := func(d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
-		w := c.newWaiter(clk.Now())
+	startW := func(w *waiter, d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
 		done := make(chan error, 1)
 		go func() { done <- c.sleep(ctx, w, d, need, namedOnly) }()
 		require.True(t, clk.WaitTimers(1, nil))
 		return w, done
+	}
+	start := func(d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
+		return startW(newTestWaiter(t, c, clk.Now()), d, need, namedOnly)
+	}
+	// afterRound is a waiter whose one round has run.
+	afterRound := func() *waiter {
+		w := newTestWaiter(t, c, clk.Now())
+		w.starts = []time.Time{clk.Now()}
+		return w
 	}
 	requireAsleep := func(done <-chan error) {
 		t.Helper()
@@ -115,9 +175,24 @@ func TestSleep(t *testing.T) {
 		clk.Advance(time.Second)
 		require.NoError(t, <-done)
 	})
-	t.Run("a hand-off to it wakes it at once", func(t *testing.T) {
+	t.Run("a reservation for it wakes it at once", func(t *testing.T) {
 		w, done := start(time.Hour, 3, false)
 		w.signal(0, w.id)
+		require.NoError(t, <-done)
+	})
+	t.Run("hand-offs from a quorum wake it", func(t *testing.T) {
+		w, done := startW(afterRound(), time.Hour, 3, false)
+		w.signal(0, w.id+" 1")
+		w.signal(1, w.id+" 1")
+		requireAsleep(done)
+		w.signal(2, w.id+" 1")
+		require.NoError(t, <-done)
+	})
+	t.Run("hand-offs from fewer nodes: a round after the grace", func(t *testing.T) {
+		w, done := startW(afterRound(), time.Hour, 3, false)
+		w.signal(0, w.id+" 1")
+		requireAsleep(done)
+		clk.Advance(5 * time.Millisecond)
 		require.NoError(t, <-done)
 	})
 	t.Run("free-for-all announcements: enough nodes", func(t *testing.T) {
@@ -164,10 +239,18 @@ func TestSleep(t *testing.T) {
 	})
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
-		w := c.newWaiter(clk.Now())
+		w := newTestWaiter(t, c, clk.Now())
 		done := make(chan error, 1)
 		go func() { done <- c.sleep(ctx, w, time.Hour, 3, false) }()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 	})
+}
+
+// newTestWaiter returns a waiter that takes hand-offs.
+func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
+	t.Helper()
+	w, err := c.newWaiter(since, true)
+	require.NoError(t, err)
+	return w
 }

@@ -1,0 +1,271 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// A release by a holder that waited gives the key to the next waiter on
+// every node: the waiter holds the lock without asking again, and its
+// validity counts from its last round, which began before the release.
+func TestLock_aHandOffNeedsNoRound(t *testing.T) {
+	for _, kind := range []string{"pipelined", "redigo"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, 5)
+			key := newKey(t)
+			// x holds the key, and one of its Lock calls (a) waits for it:
+			// x's release gives the key to a, a's to b.
+			x := newClient(t, newPools(t, e.addrs))
+			held := takeEverywhere(t, e, x, key, hourTTL)
+			a := lockAsync(ctxT(t, time.Minute), x, key, longTTL, neverRetry)
+			awaitWaiting(t, e.nodes, key, 1)
+
+			var base []pool.Pool
+			if kind == "pipelined" {
+				base = newPools(t, e.addrs)
+			} else {
+				base = redigoPools(t, e.addrs)
+			}
+			pools, rounds := counted(base)
+			// A node timeout far above the test's length: b renews its
+			// queue entries only every 5 node timeouts, so every round b
+			// sends is one the test asked for. No drift allowance but the
+			// 2ms floor.
+			b := newClient(t, pools, redlock.WithNodeTimeout(10*time.Second), redlock.WithDriftFactor(0))
+			gotB := lockAsync(ctxT(t, time.Minute), b, key, longTTL, neverRetry)
+			awaitWaiting(t, e.nodes, key, 2)
+			// b asked with SET NX, then with the script, which queued it.
+			require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
+			queuedAt := time.Now() // after b's last round began
+			time.Sleep(50 * time.Millisecond)
+
+			require.NoError(t, held.Unlock(ctxT(t, quickly)))
+			ra := <-a
+			require.NoError(t, ra.err)
+			select {
+			case r := <-gotB:
+				t.Fatalf("b returned while a held the key: %v", r.err)
+			default:
+			}
+			require.NoError(t, ra.l.Unlock(ctxT(t, quickly)))
+			rb := <-gotB
+			require.NoError(t, rb.err, "only a hand-off can end b's wait within the test")
+			require.Equal(t, int64(2), rounds.Load(), "b sent no round after the releases")
+			awaitToken(t, e.nodes, key, rb.l.Token())
+			require.False(t, rb.l.Until().After(queuedAt.Add(longTTL-2*time.Millisecond)),
+				"b's validity counts from its last round, not from the hand-off: until %v, queued at %v",
+				rb.l.Until(), queuedAt)
+			require.Positive(t, rb.l.Validity())
+			require.NoError(t, rb.l.Unlock(ctxT(t, quickly)))
+			for i, s := range e.nodes {
+				_, ok := get(t, s, key)
+				require.False(t, ok, "node %d still has the key", i)
+			}
+		})
+	}
+}
+
+// unsubscribedPool hides pool.Subscriber: a Client on it hears no
+// announcements.
+type unsubscribedPool struct{ p pool.Pool }
+
+func (p unsubscribedPool) Addr() string { return p.p.Addr() }
+func (p unsubscribedPool) Close() error { return p.p.Close() }
+func (p unsubscribedPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	return p.p.Do(ctx, cmd, args...)
+}
+func (p unsubscribedPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+	return p.p.Eval(ctx, s, args...)
+}
+
+// A waiter that gives up passes on what was handed to it: here a key
+// given to it while it could not hear of it (its Client has no pub/sub).
+func TestLock_aWaiterThatGivesUpPassesOnTheKeyHandedToIt(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+
+	deaf := make([]pool.Pool, len(e.addrs))
+	for i, p := range newPools(t, e.addrs) {
+		deaf[i] = unsubscribedPool{p}
+	}
+	w := newClient(t, deaf)
+	wctx, giveUp := context.WithCancel(ctxT(t, time.Minute))
+	defer giveUp()
+	// w's TTL outlasts the test: only its own release can free the key.
+	gotW := lockAsync(wctx, w, key, hourTTL, neverRetry)
+	require.Eventually(t, func() bool {
+		for _, s := range e.nodes {
+			if queued(t, s, key) != 1 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "w queued on every node")
+	y := newClient(t, newPools(t, e.addrs))
+	gotY := lockAsync(ctxT(t, time.Minute), y, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 2)
+
+	// The holder did not wait: its release leaves the key free, and y's
+	// round gives it to the head of the queue, w, which does not hear it.
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	for i, s := range e.nodes {
+		require.Eventually(t, func() bool {
+			v, ok := get(t, s, key)
+			return ok && v != held.Token() && !strings.HasPrefix(v, "redlock:reserved:")
+		}, 10*time.Second, time.Millisecond, "node %d: the key was given to w", i)
+	}
+	select {
+	case r := <-gotY:
+		t.Fatalf("y got the key handed to w: %v", r.err)
+	case r := <-gotW:
+		t.Fatalf("w returned without hearing of the hand-off: %v", r.err)
+	default:
+	}
+
+	giveUp()
+	require.ErrorIs(t, (<-gotW).err, context.Canceled)
+	r := <-gotY
+	require.NoError(t, r.err, "w's release passed the key on to y")
+	awaitToken(t, e.nodes, key, r.l.Token())
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+}
+
+// Close lets a waiting Lock leave the queues before it returns: nothing
+// is left for a release to hand the key to.
+func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	c, err := redlock.New(newPools(t, e.addrs), redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	got := lockAsync(ctxT(t, time.Minute), c, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+
+	require.NoError(t, c.Close())
+	for i, s := range e.nodes {
+		require.Zero(t, queued(t, s, key), "node %d: the closed Client's waiter is still queued", i)
+	}
+	require.ErrorIs(t, (<-got).err, redlock.ErrClosed)
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+}
+
+// script loads one of redlock's Lua scripts from its source file.
+func script(t *testing.T, name string, keys int) *redis.Script {
+	t.Helper()
+	src, err := os.ReadFile("../redlock/" + name)
+	require.NoError(t, err)
+	return redis.NewScript(keys, string(src))
+}
+
+// acquireArgs are acquire.lua's keys and arguments for waiter id's round
+// with token, hand-off token handoff, TTL 10s, and a wait that began now.
+func acquireArgs(key, token, id string, round int, handoff string) []any {
+	prio := time.Now().UnixMicro()
+	return []any{3, key, key + ":waiters", key + ":waiters:until",
+		token, 10_000, id, prio, 0, 1000, 150, 50, round, handoff}
+}
+
+// The scripts, on one real node: a hand-off sets the head's token and
+// names the round it followed; a later round of the waiter takes the key
+// under its own token, an earlier one that arrives late does not.
+func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
+	e := newEnv(t, 1)
+	s := e.nodes[0]
+	acquire, release := script(t, "acquire.lua", -1), script(t, "release.lua", 3)
+	conn := dialNode(t, s)
+	key := newKey(t)
+	eval := func(sc *redis.Script, args ...any) any {
+		t.Helper()
+		v, err := sc.Do(conn, args...)
+		require.NoError(t, err)
+		return v
+	}
+
+	// The holder takes the key; w queues with rounds 1 and 2 (its hand-off
+	// token "h"), and is told the TTL.
+	require.Equal(t, int64(1), eval(acquire, acquireArgs(key, "held", "", 0, "")...))
+	for round := 1; round <= 2; round++ {
+		v := eval(acquire, acquireArgs(key, "w-round", "cw.1", round, "h")...).([]any)
+		require.Equal(t, int64(0), v[0])
+	}
+	sub := subscribe(t, s, "redlock:handoff:cw:"+key)
+	require.Equal(t, int64(1), eval(release, key, key+":waiters", key+":waiters:until", "held", 50, "", "", 150))
+	v, _ := get(t, s, key)
+	require.Equal(t, "h", v, "the release sets the head's hand-off token")
+	require.Equal(t, "cw.1 2", sub(), "naming w and its round 2")
+	require.InDelta(t, 10*time.Second, pttl(t, s, key), float64(time.Second), "with w's TTL")
+
+	// Round 1, late: refused, the key stays w's hand-off.
+	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "late", "cw.1", 1, "h")...).([]any)[0])
+	v, _ = get(t, s, key)
+	require.Equal(t, "h", v)
+	// Round 3 takes it under its token.
+	require.Equal(t, int64(1), eval(acquire, acquireArgs(key, "w-round-3", "cw.1", 3, "h")...))
+	v, _ = get(t, s, key)
+	require.Equal(t, "w-round-3", v)
+
+	// A lock won by a round gives up its hand-off token too, should a node
+	// have set it after the round ran there.
+	_, err := conn.Do("SET", key, "h")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), eval(release, key, key+":waiters", key+":waiters:until", "w-round-3", 50, "cw.1", "", 150))
+	require.Equal(t, int64(1), eval(release, key, key+":waiters", key+":waiters:until", "w-round-3", 50, "cw.1", "h", 150))
+	_, ok := get(t, s, key)
+	require.False(t, ok, "no one left queued: the key is free")
+
+	// Without an entry for w, a round does not take w's hand-off either:
+	// it cannot tell whether it is late.
+	_, err = conn.Do("SET", key, "h")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "w-round-4", "cw.1", 4, "h")...).([]any)[0])
+	require.Equal(t, int64(1), eval(acquire, acquireArgs(key, "w-round-5", "cw.1", 5, "h")...),
+		"the entry made by the refused round lets the next round in")
+}
+
+// dialNode returns a connection to s, closed when the test ends.
+func dialNode(t *testing.T, s *redistest.Server) redis.Conn {
+	t.Helper()
+	conn, err := redis.Dial("tcp", s.Addr(), redis.DialReadTimeout(testReadTimeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// subscribe subscribes to ch on s and returns a function that returns the
+// next message's text.
+func subscribe(t *testing.T, s *redistest.Server, ch string) func() string {
+	t.Helper()
+	psc := redis.PubSubConn{Conn: dialNode(t, s)}
+	require.NoError(t, psc.Subscribe(ch))
+	for subscribed := false; !subscribed; {
+		switch m := psc.Receive().(type) {
+		case redis.Subscription:
+			subscribed = true
+		case error:
+			require.NoError(t, m)
+		}
+	}
+	return func() string {
+		t.Helper()
+		switch m := psc.ReceiveWithTimeout(quickly).(type) {
+		case redis.Message:
+			return string(m.Data)
+		case error:
+			require.NoError(t, m)
+		}
+		return ""
+	}
+}
