@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -105,4 +106,37 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// holdTail is the end of a hold that holdFor does not leave to a Go
+// timer, and wakeSlack how early a kernel sleep stops before the end (the
+// kernel wakes a thread up to about 100µs late on a busy machine).
+const (
+	holdTail  = time.Millisecond
+	wakeSlack = 100 * time.Microsecond
+)
+
+// holdFor stands for a critical section that lasts d: it returns d after
+// it was called, or false when ctx ends first. A Go timer alone would not
+// do: the runtime's network poller waits in whole milliseconds, so a
+// timer with network events in its last millisecond fires up to a
+// millisecond late (a 1ms sleep lasted 1.3-1.8ms in contended mode). A
+// timer covers all but the last holdTail, a kernel sleep (kernelSleep)
+// the rest less wakeSlack, and a loop that yields the last few
+// microseconds.
+func holdFor(ctx context.Context, d time.Duration) bool {
+	start := time.Now()
+	if d > holdTail && !sleep(ctx, d-holdTail) {
+		return false
+	}
+	if left := d - time.Since(start) - wakeSlack; left > 0 {
+		kernelSleep(left)
+	}
+	for time.Since(start) < d {
+		if ctx.Err() != nil {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
 }

@@ -65,6 +65,7 @@ type contendedReport struct {
 	PerSec       float64 `json:"acquisitions_per_s"`
 	Efficiency   float64 `json:"efficiency"` // acquisitions/s ÷ (1/hold)
 	Handoff      summary `json:"handoff"`    // Unlock returned → next Lock returned
+	Held         summary `json:"held"`       // Lock returned → Unlock called: the hold as it was
 	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
 	// Reference is one worker's Lock on a key of its own at the same hold,
 	// measured right after the run: one uncontended lock round at this
@@ -204,6 +205,7 @@ func newRunReport(cfg config, r *runResult) runReport {
 			Acquisitions: r.acquire.count(),
 			PerSec:       perSec(r.acquire.count(), r.elapsed),
 			Handoff:      summarize(r.handoff),
+			Held:         summarize(r.held),
 			Reacquired:   r.reacquired,
 		}
 		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000

@@ -88,6 +88,7 @@ type runResult struct {
 	release       *hist
 	before, after *hist // acquire latency around the fault; nil without one
 	handoff       *hist // contended mode only
+	held          *hist // contended mode: how long each lock was held
 	reference     *hist // contended mode: one worker's Lock on a key of its own, at the same hold
 	referenceErr  error
 	takeover      *hist // takeover mode only
@@ -302,6 +303,7 @@ func merge(res *runResult, workers []*worker) (*runResult, map[string]bool) {
 		res.before = mergeInto(res.before, r.before)
 		res.after = mergeInto(res.after, r.after)
 		res.handoff = mergeInto(res.handoff, r.handoff)
+		res.held = mergeInto(res.held, r.held)
 		res.takeover = mergeInto(res.takeover, r.takeover)
 		res.rounds += r.rounds
 		res.reacquired += r.reacquired

@@ -126,7 +126,7 @@ func writeLatencies(w io.Writer, r runReport) {
 		rows = append(rows, latencyRow{"floor", r.Floor.Latency})
 	}
 	if r.Contended != nil {
-		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff})
+		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff}, latencyRow{"held", r.Contended.Held})
 	}
 	if r.Takeover != nil {
 		rows = append(rows, latencyRow{"takeover", r.Takeover.Latency})

@@ -77,6 +77,7 @@ type recorder struct {
 	acquire, release *hist
 	before, after    *hist    // acquire, split at the fault; nil without one
 	handoff          *hist    // contended mode only
+	held             *hist    // contended mode: from Lock returning to Unlock being called
 	takeover         *hist    // takeover mode only
 	reacquired       int      // contended mode: acquisitions right after this worker's own Unlock
 	restarted        int      // takeover mode: takeovers of this worker's own dead lock
@@ -96,7 +97,7 @@ func newRecorder(withFault bool, mode string) *recorder {
 	}
 	switch mode {
 	case modeContended:
-		r.handoff = newHist()
+		r.handoff, r.held = newHist(), newHist()
 	case modeTakeover:
 		r.takeover = newHist()
 	}
@@ -173,7 +174,7 @@ func (w *worker) lockRound(ctx context.Context) {
 	if w.handoff != nil {
 		w.recordHandoff(t1)
 	}
-	sleep(ctx, w.hold)
+	holdFor(ctx, w.hold)
 
 	// A lock that was taken is always released, even after the run ended:
 	// Unlock's own node timeout bounds it.
@@ -182,6 +183,9 @@ func (w *worker) lockRound(ctx context.Context) {
 		w.handoff.last.Store(releasing)
 	}
 	t2 := time.Now()
+	if r.held != nil {
+		r.held.record(t2.Sub(t1))
+	}
 	err = l.Unlock(context.WithoutCancel(ctx))
 	t3 := time.Now()
 	if w.handoff != nil {
@@ -226,7 +230,7 @@ func (w *worker) die(ctx context.Context, l *redlock.Lock, t1 time.Time) {
 	w.recordTakeover(t1, expiry)
 	w.rec.died = append(w.rec.died, l.Token())
 	w.rec.rounds++
-	sleep(ctx, w.hold)
+	holdFor(ctx, w.hold)
 	sleep(ctx, time.Until(expiry))
 }
 
