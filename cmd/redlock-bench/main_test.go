@@ -121,6 +121,8 @@ func requireMode(t *testing.T, mode, out string) {
 	case modeContended:
 		require.Regexp(t, `(?m)^mode +contended: 4 workers on 4 clients, keys one, ttl 10s, hold 2ms$`, out)
 		require.Regexp(t, latencyRowRE("handoff"), out)
+		require.Regexp(t, latencyRowRE("idle"), out)
+		require.Regexp(t, latencyRowRE("held"), out)
 		require.Regexp(t, `(?m)^contended [1-9][0-9]* acquisitions \([0-9.]+/s\), efficiency [0-9.]+ `, out)
 		require.Regexp(t, `(?m)^ +wait \(acquire row\) p99 [0-9.]+(µs|ms|s), max `, out)
 		require.Regexp(t, `(?m)^ +hand-off p50 / uncontended lock p50 = [0-9.]+x \(reference: 1 worker`, out)
@@ -226,8 +228,12 @@ func TestJSON(t *testing.T) {
 				require.Positive(t, c["acquisitions_per_s"])
 				require.Positive(t, c["efficiency"])
 				requireSummary(t, c["handoff"])
+				requireSummary(t, c["idle"])
+				requireSummary(t, c["held"])
 				requireSummary(t, c["reference"])
-				require.Positive(t, c["handoff_ratio"])
+				require.Contains(t, c, "handoff_ratio") // 0 when the next Lock returns before the Unlock
+				held := c["held"].(map[string]any)
+				require.GreaterOrEqual(t, held["p50_us"], float64(2000), "a hold lasts at least -hold")
 			}
 		})
 	}
@@ -872,4 +878,15 @@ func TestFormatDuration(t *testing.T) {
 	}
 	require.Equal(t, "-", formatRatio(0))
 	require.Equal(t, "1.50x", formatRatio(1.5))
+}
+
+func TestHoldFor(t *testing.T) {
+	for _, d := range []time.Duration{0, 300 * time.Microsecond, 3 * time.Millisecond} {
+		start := time.Now()
+		require.True(t, holdFor(context.Background(), d))
+		require.GreaterOrEqual(t, time.Since(start), d, "a hold of %v", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.False(t, holdFor(ctx, time.Hour), "an ended context ends the hold")
 }

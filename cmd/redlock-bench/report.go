@@ -66,12 +66,13 @@ type contendedReport struct {
 	Efficiency   float64 `json:"efficiency"` // acquisitions/s ÷ (1/hold)
 	Handoff      summary `json:"handoff"`    // Unlock returned → next Lock returned
 	Held         summary `json:"held"`       // Lock returned → Unlock called: the hold as it was
+	Idle         summary `json:"idle"`       // Unlock called → next Lock returned
 	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
 	// Reference is one worker's Lock on a key of its own at the same hold,
 	// measured right after the run: one uncontended lock round at this
 	// pace. HandoffRatio is hand-off p50 ÷ its p50.
 	Reference      *summary `json:"reference,omitempty"`
-	HandoffRatio   float64  `json:"handoff_ratio,omitempty"`
+	HandoffRatio   *float64 `json:"handoff_ratio,omitempty"`
 	ReferenceError string   `json:"reference_error,omitempty"`
 }
 
@@ -206,6 +207,7 @@ func newRunReport(cfg config, r *runResult) runReport {
 			PerSec:       perSec(r.acquire.count(), r.elapsed),
 			Handoff:      summarize(r.handoff),
 			Held:         summarize(r.held),
+			Idle:         summarize(r.idle),
 			Reacquired:   r.reacquired,
 		}
 		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000
@@ -213,7 +215,8 @@ func newRunReport(cfg config, r *runResult) runReport {
 			ref := summarize(r.reference)
 			c.Reference = &ref
 			if ref.P50 > 0 {
-				c.HandoffRatio = math.Round(float64(c.Handoff.P50)/float64(ref.P50)*100) / 100
+				ratio := math.Round(float64(c.Handoff.P50)/float64(ref.P50)*100) / 100
+				c.HandoffRatio = &ratio
 			}
 		}
 		if r.referenceErr != nil {

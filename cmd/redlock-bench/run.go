@@ -89,6 +89,7 @@ type runResult struct {
 	before, after *hist // acquire latency around the fault; nil without one
 	handoff       *hist // contended mode only
 	held          *hist // contended mode: how long each lock was held
+	idle          *hist // contended mode: Unlock called → next Lock returned
 	reference     *hist // contended mode: one worker's Lock on a key of its own, at the same hold
 	referenceErr  error
 	takeover      *hist // takeover mode only
@@ -304,6 +305,7 @@ func merge(res *runResult, workers []*worker) (*runResult, map[string]bool) {
 		res.after = mergeInto(res.after, r.after)
 		res.handoff = mergeInto(res.handoff, r.handoff)
 		res.held = mergeInto(res.held, r.held)
+		res.idle = mergeInto(res.idle, r.idle)
 		res.takeover = mergeInto(res.takeover, r.takeover)
 		res.rounds += r.rounds
 		res.reacquired += r.reacquired

@@ -69,9 +69,9 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 			formatSummary(r.Acquire, r.Acquire.P99), formatSummary(r.Acquire, r.Acquire.Max),
 			formatSummary(c.Handoff, c.Handoff.P50), formatSummary(c.Handoff, c.Handoff.P99),
 			c.Reacquired, c.Acquisitions)
-		if c.Reference != nil {
+		if c.Reference != nil && c.HandoffRatio != nil {
 			fmt.Fprintf(w, "          hand-off p50 / uncontended lock p50 = %.2fx (reference: 1 worker, own key, same hold, after the run: lock p50 %s)\n",
-				c.HandoffRatio, formatSummary(*c.Reference, c.Reference.P50))
+				*c.HandoffRatio, formatSummary(*c.Reference, c.Reference.P50))
 		}
 		if c.ReferenceError != "" {
 			fmt.Fprintf(w, "          reference failed: %s\n", c.ReferenceError)
@@ -126,7 +126,8 @@ func writeLatencies(w io.Writer, r runReport) {
 		rows = append(rows, latencyRow{"floor", r.Floor.Latency})
 	}
 	if r.Contended != nil {
-		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff}, latencyRow{"held", r.Contended.Held})
+		rows = append(rows, latencyRow{"handoff", r.Contended.Handoff}, latencyRow{"idle", r.Contended.Idle},
+			latencyRow{"held", r.Contended.Held})
 	}
 	if r.Takeover != nil {
 		rows = append(rows, latencyRow{"takeover", r.Takeover.Latency})

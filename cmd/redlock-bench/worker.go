@@ -22,12 +22,13 @@ const (
 )
 
 // handoff is what the workers of contended mode share: when the last
-// Unlock returned, in nanoseconds since the start of measuring (or
-// noUnlockYet, or releasing while a holder is in Unlock), and which worker
-// held the lock last. Only the holder of the lock writes them; the next
-// holder reads them once its Lock returns.
+// Unlock was called and when it returned, in nanoseconds since the start
+// of measuring (or noUnlockYet, or releasing while a holder is in Unlock),
+// and which worker held the lock last. Only the holder of the lock writes
+// them; the next holder reads them once its Lock returns.
 type handoff struct {
 	start  time.Time
+	called atomic.Int64 // noUnlockYet before the first Unlock
 	last   atomic.Int64
 	holder atomic.Int64 // the last holder's worker id
 }
@@ -77,6 +78,7 @@ type recorder struct {
 	acquire, release *hist
 	before, after    *hist    // acquire, split at the fault; nil without one
 	handoff          *hist    // contended mode only
+	idle             *hist    // contended mode: from an Unlock being called to the next Lock returning
 	held             *hist    // contended mode: from Lock returning to Unlock being called
 	takeover         *hist    // takeover mode only
 	reacquired       int      // contended mode: acquisitions right after this worker's own Unlock
@@ -97,7 +99,7 @@ func newRecorder(withFault bool, mode string) *recorder {
 	}
 	switch mode {
 	case modeContended:
-		r.handoff, r.held = newHist(), newHist()
+		r.handoff, r.held, r.idle = newHist(), newHist(), newHist()
 	case modeTakeover:
 		r.takeover = newHist()
 	}
@@ -178,11 +180,12 @@ func (w *worker) lockRound(ctx context.Context) {
 
 	// A lock that was taken is always released, even after the run ended:
 	// Unlock's own node timeout bounds it.
+	t2 := time.Now()
 	if w.handoff != nil {
 		w.handoff.holder.Store(w.id)
 		w.handoff.last.Store(releasing)
+		w.handoff.called.Store(w.handoff.since(t2))
 	}
-	t2 := time.Now()
 	if r.held != nil {
 		r.held.record(t2.Sub(t1))
 	}
@@ -200,12 +203,16 @@ func (w *worker) lockRound(ctx context.Context) {
 }
 
 // recordHandoff records the time from the previous holder's Unlock
-// returning to this worker's Lock returning at t1: how long the lock sat
-// free while the workers wanted it. A previous holder still in Unlock
-// counts as a hand-off of 0. It also counts the acquisitions that went
-// back to the worker that released last.
+// returning to this worker's Lock returning at t1 (a previous holder
+// still in Unlock counts as a hand-off of 0), and from that Unlock being
+// called: how long the lock sat between two critical sections while the
+// workers wanted it. It also counts the acquisitions that went back to
+// the worker that released last.
 func (w *worker) recordHandoff(t1 time.Time) {
 	h := w.handoff
+	if called := h.called.Load(); called != noUnlockYet {
+		w.rec.idle.record(time.Duration(h.since(t1) - called))
+	}
 	switch last := h.last.Load(); last {
 	case noUnlockYet:
 		return
