@@ -34,17 +34,18 @@ func waitersKey(key string) string   { return key + ":waiters" }
 func deadlinesKey(key string) string { return key + ":waiters:until" }
 
 // reservedPrefix starts the value a release leaves in the lock key to keep
-// it for a waiter: reservedPrefix + the waiter's id (acquire.lua,
-// release.lua).
+// it for a waiter that takes no hand-off (a fenced one): reservedPrefix +
+// the waiter's id (acquire.lua, release.lua).
 const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
 // that lock key was released and is free for anyone: "redlock:released:"
-// + key, with an empty message (the scripts derive it from the key). A release that keeps the key for a
-// waiting Lock call announces it only to that call's Client, on
-// "redlock:handoff:<client id>:" + key, with the call's id as the message,
-// so that the other Clients are not woken for nothing. Waiting Lock calls
-// subscribe to both; nothing else needs to.
+// + key, with an empty message (the scripts derive it from the key). A
+// release that gives the key to a waiting Lock call announces it only to
+// that call's Client, on "redlock:handoff:<client id>:" + key: the
+// message is the call's id and the number of its round that the hand-off
+// followed ("<id> <round>"), or the id alone for a reservation (a fenced
+// call). Waiting Lock calls subscribe to both; nothing else needs to.
 func ReleaseChannel(key string) string { return "redlock:released:" + key }
 
 // handoffChannel is the channel on which the nodes tell Client cid that

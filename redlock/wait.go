@@ -212,12 +212,15 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 // (ReleaseChannel, and the hand-offs to its Client) on every node, asks
 // again with a script that also reports the holder's TTL, and sleeps until
 // a release that concerns it is announced, or until the holder's key would
-// run out, whichever comes first. While
-// it waits it is queued on the nodes (WithHandoffWindow), so that a release
-// keeps the key for the longest waiter instead of whoever asks first;
-// waits are served in the order they began. After a split vote (the key
-// was free, but no caller got a quorum) it waits a random time that grows
-// with each split in a row, from about 1ms to 32ms.
+// run out, whichever comes first. While it waits it is queued on the
+// nodes (WithHandoffWindow), so that a release gives the key to the
+// longest waiter instead of whoever asks first; waits are served in the
+// order they began. A release hands the key over by setting the waiter's
+// own token: once a quorum of nodes did so, Lock returns the lock without
+// another round, its token that hand-off token and its validity counted
+// from the start of the waiter's latest round. After a split vote (the
+// key was free, but no caller got a quorum) it waits a random time that
+// grows with each split in a row, from about 1ms to 32ms.
 //
 // The retry strategy (WithRetry; default DefaultRetry) sets the wait when
 // the nodes cannot tell how long the key has left (they failed, or did not
