@@ -2,35 +2,92 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
 )
 
 // Workers on Clients of their own take one key in turn, through queues,
 // hand-offs, splits and refusals, and note when they are inside: never two
 // at once. The holds are short, so that hand-offs follow each other fast.
+// Half the Clients use redigo pools, whose several connections per node can
+// run one waiter's rounds out of order.
 func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
 	e := newEnv(t, 5)
+	took := hammerExclusion(t, e, 6, 2*time.Second, false)
+	t.Logf("%d acquisitions", took)
+}
+
+// The same while one node after another is killed and restarted with its
+// data (AOF, fsync always, as the algorithm requires) or paused.
+func TestLock_handOffsKeepMutualExclusionWhileNodesFail(t *testing.T) {
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	stop := make(chan struct{})
+	faults := make(chan error, 1)
+	go func() {
+		defer close(faults)
+		for i := 0; i < 1000; i++ { // bounded; stop ends it first
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			n := e.nodes[i%len(e.nodes)]
+			var err error
+			if i%2 == 0 {
+				err = errors.Join(n.Kill(), func() error { time.Sleep(30 * time.Millisecond); return n.Restart() }())
+			} else {
+				err = errors.Join(n.Pause(), func() error { time.Sleep(30 * time.Millisecond); return n.Resume() }())
+			}
+			if err != nil {
+				faults <- err
+				return
+			}
+		}
+	}()
+	// An Unlock that cannot reach a node holding the lock (killed) may
+	// find fewer than a quorum to release: ErrLockLost, expected here.
+	took := hammerExclusion(t, e, 6, 3*time.Second, true)
+	close(stop)
+	require.NoError(t, <-faults)
+	t.Logf("%d acquisitions with a node down or paused most of the time", took)
+}
+
+// hammerExclusion runs workers on one key for d and fails the test if two
+// of them were ever inside at once, or if Lock or Unlock failed for any
+// other reason than the end of d (or, with lost, an Unlock that found
+// fewer than a quorum to release). It returns the number of acquisitions.
+func hammerExclusion(t *testing.T, e *env, workers int, d time.Duration, lost bool) int64 {
+	t.Helper()
 	key := newKey(t)
-	const workers = 6
 	var (
 		inside, most atomic.Int32
 		took         atomic.Int64
 		wg           sync.WaitGroup
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	errs := make(chan error, workers)
-	for range workers {
-		c := newClient(t, newPools(t, e.addrs))
+	for w := range workers {
+		var pools []pool.Pool
+		if w%2 == 0 {
+			pools = newPools(t, e.addrs)
+		} else {
+			pools = redigoPools(t, e.addrs)
+		}
+		c := newClient(t, pools)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 2000 { // bounded; the context ends it first
+			for range 5000 { // bounded; the context ends it first
 				l, err := c.Lock(ctx, key, 5*time.Second)
 				if err != nil {
 					if ctx.Err() == nil {
@@ -44,7 +101,7 @@ func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
 				time.Sleep(200 * time.Microsecond)
 				inside.Add(-1)
 				took.Add(1)
-				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
 					errs <- err
 					return
 				}
@@ -58,5 +115,5 @@ func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
 	}
 	require.Equal(t, int32(1), most.Load(), "two holders at once")
 	require.Greater(t, took.Load(), int64(workers), "the key went round")
-	t.Logf("%d acquisitions", took.Load())
+	return took.Load()
 }
