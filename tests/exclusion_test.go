@@ -30,34 +30,11 @@ func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
 // data (AOF, fsync always, as the algorithm requires) or paused.
 func TestLock_handOffsKeepMutualExclusionWhileNodesFail(t *testing.T) {
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
-	stop := make(chan struct{})
-	faults := make(chan error, 1)
-	go func() {
-		defer close(faults)
-		for i := 0; i < 1000; i++ { // bounded; stop ends it first
-			select {
-			case <-stop:
-				return
-			case <-time.After(30 * time.Millisecond):
-			}
-			n := e.nodes[i%len(e.nodes)]
-			var err error
-			if i%2 == 0 {
-				err = errors.Join(n.Kill(), func() error { time.Sleep(30 * time.Millisecond); return n.Restart() }())
-			} else {
-				err = errors.Join(n.Pause(), func() error { time.Sleep(30 * time.Millisecond); return n.Resume() }())
-			}
-			if err != nil {
-				faults <- err
-				return
-			}
-		}
-	}()
+	stopFaults := failNodesInTurn(e)
 	// An Unlock that cannot reach a node holding the lock (killed) may
 	// find fewer than a quorum to release: ErrLockLost, expected here.
 	took := hammerExclusion(t, e, 6, 3*time.Second, true)
-	close(stop)
-	require.NoError(t, <-faults)
+	require.NoError(t, stopFaults())
 	t.Logf("%d acquisitions with a node down or paused most of the time", took)
 }
 

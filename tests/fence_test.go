@@ -98,34 +98,11 @@ func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	key := newKey(t)
 	clients := fenceClients(e, 3)
-	stop := make(chan struct{})
-	faults := make(chan error, 1)
-	go func() {
-		defer close(faults)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(30 * time.Millisecond):
-			}
-			n := e.nodes[i%len(e.nodes)]
-			var err error
-			if i%2 == 0 {
-				err = errors.Join(n.Kill(), func() error { time.Sleep(30 * time.Millisecond); return n.Restart() }())
-			} else {
-				err = errors.Join(n.Pause(), func() error { time.Sleep(30 * time.Millisecond); return n.Resume() }())
-			}
-			if err != nil {
-				faults <- err
-				return
-			}
-		}
-	}()
+	stopFaults := failNodesInTurn(e)
 	// A short TTL: a lock left on a killed node expires soon.
 	start := time.Now()
 	fences := hammerFences(t, clients, 4, 400, key, 250*time.Millisecond)
-	close(stop)
-	require.NoError(t, <-faults)
+	require.NoError(t, stopFaults())
 	t.Logf("%d fenced acquisitions in %v with a node down or paused most of the time", len(fences), time.Since(start))
 	require.Len(t, fences, 400)
 	requireStrictlyIncreasing(t, fences)

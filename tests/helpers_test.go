@@ -375,3 +375,37 @@ func startProxy(t testing.TB, target string, delay time.Duration) *proxy {
 	})
 	return p
 }
+
+// failNodesInTurn breaks one node after another until the returned stop
+// is called: every 30ms the next node is killed and restarted (with
+// whatever data it persisted) or paused and resumed, 30ms later. stop
+// returns the first error of a kill, restart, pause or resume.
+func failNodesInTurn(e *env) (stop func() error) {
+	done := make(chan struct{})
+	faults := make(chan error, 1)
+	go func() {
+		defer close(faults)
+		for i := 0; i < 100_000; i++ { // bounded; stop ends it first
+			select {
+			case <-done:
+				return
+			case <-time.After(30 * time.Millisecond):
+			}
+			n := e.nodes[i%len(e.nodes)]
+			var err error
+			if i%2 == 0 {
+				err = errors.Join(n.Kill(), func() error { time.Sleep(30 * time.Millisecond); return n.Restart() }())
+			} else {
+				err = errors.Join(n.Pause(), func() error { time.Sleep(30 * time.Millisecond); return n.Resume() }())
+			}
+			if err != nil {
+				faults <- err
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(done)
+		return <-faults
+	}
+}
