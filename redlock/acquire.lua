@@ -52,6 +52,17 @@ local function entry(w)
 	return tonumber(s), 0
 end
 
+-- outlive makes the queue last ttl ms at least: as long as a hand-off
+-- token it has just given, so that the entry's round, which refuses the
+-- waiter's late rounds, lasts as long as the token.
+local function outlive(ttl)
+	for i = 2, 3 do
+		if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
+			redis.call("PEXPIRE", KEYS[i], ttl)
+		end
+	end
+end
+
 if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 	-- Stale entries (waiters that left without saying so) are dropped
 	-- from the head of the queue; a bounded number per call.
@@ -74,6 +85,7 @@ if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
 					redis.call("SET", KEYS[1], v, "PX", ttl)
 					local keep = math.min(tonumber(ARGV[7]), math.floor(tonumber(ttl) / 2))
 					redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + keep * 1000, r, ttl, tok))
+					outlive(ttl)
 					redis.call("PUBLISH", ch, head .. " " .. r)
 				else
 					v = "redlock:reserved:" .. head

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,7 +226,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	if cfg.fencing {
 		return c.acquireFenced(ctx, key, ttl, cfg, w)
 	}
-	token, err := newToken()
+	token, err := c.roundToken(w, plain)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -269,6 +270,59 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 		args = append(args, fence[1])
 	}
 	return args
+}
+
+// roundToken returns the token of a round: a new random one, or for the
+// script round of a waiter that takes hand-offs, its hand-off token + "/"
+// + the round's number. A lock that waited can thus be released by its
+// token alone (Restore): the token names the Lock call and its hand-off
+// token (waitToken).
+func (c *Client) roundToken(w *waiter, plain bool) (string, error) {
+	if plain || w == nil || w.token == "" {
+		return newToken()
+	}
+	return w.token + "/" + strconv.Itoa(len(w.starts)+1), nil
+}
+
+// waitToken reads a token made for a Lock call that waited: its hand-off
+// token ("<call id>/<uuid>") or a round token of it ("<hand-off
+// token>/<round>"). It returns the call's id, and the hand-off token when
+// token is a round token; ok is false for any other token.
+func waitToken(token string) (id, handoff string, ok bool) {
+	id, rest, found := strings.Cut(token, "/")
+	if !found || !waiterID(id) {
+		return "", "", false
+	}
+	secret, round, isRound := strings.Cut(rest, "/")
+	if _, err := uuid.Parse(secret); err != nil || len(secret) != 36 {
+		return "", "", false
+	}
+	if !isRound {
+		return id, "", true
+	}
+	if n, err := strconv.Atoi(round); err != nil || n < 1 || strconv.Itoa(n) != round {
+		return "", "", false
+	}
+	return id, id + "/" + secret, true
+}
+
+// waiterID reports whether id has the form of a Lock call's id: a Client
+// id, a dot, a number in base 36.
+func waiterID(id string) bool {
+	cid, n, found := strings.Cut(id, ".")
+	return found && base36(cid) && base36(n)
+}
+
+func base36(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // newLock returns the handle of a lock acquired in round r (nil for a
@@ -333,7 +387,14 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round)
 // Restore returns a handle on a lock taken elsewhere, for example by another
 // process that passed on its key and token. Its validity is unknown (zero)
 // until Extend succeeds. Extend and Unlock on it work as on a lock this
-// Client took.
+// Client took; for a lock that Lock got after waiting, the token also
+// names the Lock call, and Unlock takes the call out of the queues too.
 func (c *Client) Restore(key, token string) *Lock {
-	return &Lock{c: c, key: key, token: token}
+	l := &Lock{c: c, key: key, token: token}
+	if id, handoff, ok := waitToken(token); ok {
+		// A lock that waited: its release also takes the call out of the
+		// queues, and gives up what a node handed to it after its round.
+		l.waited, l.alt = id, handoff
+	}
+	return l
 }

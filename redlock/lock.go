@@ -43,7 +43,10 @@ type Lock struct {
 func (l *Lock) Key() string { return l.key }
 
 // Token returns the owner token: a random value that only this acquisition
-// knows. Anyone with the key and token can release the lock (see Restore),
+// knows. A lock that Lock got after waiting has a token that starts with
+// the Lock call's id ("<id>/<random>", followed by "/<round>" when a round
+// took it), so that a handle restored from it releases all the call was
+// given. Anyone with the key and token can release the lock (see Restore),
 // so treat it as a secret: do not log it.
 func (l *Lock) Token() string { return l.token }
 

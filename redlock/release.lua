@@ -56,6 +56,13 @@ if tonumber(ARGV[2]) > 0 and redis.call("ZRANGE", KEYS[2], 0, 0)[1] then
 				-- before the key, should the waiter be gone.
 				local keep = math.min(tonumber(ARGV[5]), math.floor(tonumber(ttl) / 2))
 				redis.call("HSET", KEYS[3], head, string.format("%.0f %s %s %s", now + keep * 1000, r, ttl, tok))
+				-- The queue lasts as long as the token: the entry's round
+				-- refuses the waiter's late rounds (acquire.lua).
+				for i = 2, 3 do
+					if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
+						redis.call("PEXPIRE", KEYS[i], ttl)
+					end
+				end
 				redis.call("PUBLISH", ch, head .. " " .. r)
 			else
 				redis.call("SET", KEYS[1], "redlock:reserved:" .. head, "PX", ARGV[2])

@@ -46,6 +46,7 @@ type round struct {
 	ok      bool          // a quorum did what was asked
 	cause   error         // the caller's context error, when it ended the round
 	pending int           // nodes that had not replied at the decision
+	sent    bool          // the command went out (not when ctx had ended before)
 	late    chan outcome  // every reply lands here; the decided round leaves the late ones
 	settled chan struct{} // closed when every node has replied
 	left    atomic.Int32  // nodes yet to reply
@@ -84,7 +85,7 @@ func (nc *nodeCall) Receive(reply any, err error) {
 // on that node: it would find nothing, and the late command would then
 // land and stay.
 func (r *round) unsettled(i int) bool {
-	if r == nil || r.nodes[i].Status != NodePending {
+	if r == nil || !r.sent || r.nodes[i].Status != NodePending {
 		return false
 	}
 	select {
@@ -133,6 +134,7 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 		return nil, ErrClosed
 	}
 	r.left.Store(int32(n))
+	r.sent = true
 	if !c.allStart {
 		r.ctx, r.cancel = c.nodeContext(ctx)
 	}

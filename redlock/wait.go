@@ -44,8 +44,9 @@ type waiter struct {
 	// no hand-off (queueing is off, or the lock is fenced).
 	token string
 	// starts holds when each of its script rounds began, by round number
-	// (from 1) less one.
+	// (from 1) less one; last is the latest of them.
 	starts []time.Time
+	last   *round
 	// counted is set once the Client counts this waiter among the work
 	// Close waits for: its leaving the queue is sent even then.
 	counted bool
@@ -73,11 +74,11 @@ func (c *Client) newWaiter(since time.Time, handoff bool) (*waiter, error) {
 	if c.cfg.window > 0 {
 		w.id = c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
 		if handoff {
-			token, err := newToken()
+			secret, err := newToken()
 			if err != nil {
 				return nil, err
 			}
-			w.token, w.granted = token, make([]int, len(c.pools))
+			w.token, w.granted = w.id+"/"+secret, make([]int, len(c.pools))
 		}
 	}
 	return w, nil
@@ -182,26 +183,30 @@ func (c *Client) queuedBy(w *waiter, r *round) {
 	if r == nil {
 		return
 	}
-	w.starts = append(w.starts, r.start)
+	w.starts, w.last = append(w.starts, r.start), r
 	if w.id != "" && !w.queued {
 		w.queued, w.counted = true, c.begin(1)
 	}
 }
 
 // handoff returns the lock when a quorum of nodes handed key to w after
-// its latest round ran there, with more validity left than asked for; nil
-// otherwise. Its validity counts from the start of that round, before
-// any of the nodes set the token.
+// its latest round ran there; nil otherwise. Its validity counts from the
+// start of that round, before any of the nodes set the token. That round
+// may have begun up to the refresh interval before the hand-off: with
+// less than half the TTL left (or no more than WithMinValidity), nil, and
+// a round takes the key afresh on the nodes that handed it over.
 func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) *Lock {
 	n, _, start := w.handedOff()
 	if n < c.quorum {
 		return nil
 	}
 	until := start.Add(time.Duration(ttl.Milliseconds())*time.Millisecond - c.drift(ttl))
-	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+	if left := until.Sub(c.cfg.clock.Now()); left <= cfg.minValidity || left < ttl/2 {
 		return nil
 	}
-	l := c.newLock(ctx, key, w.token, ttl, nil, start, until, cfg)
+	// The release of the lock must not overtake the latest round on a
+	// node that has not answered it yet (acq).
+	l := c.newLock(ctx, key, w.token, ttl, w.last, start, until, cfg)
 	l.waited = w.id
 	return l
 }
@@ -423,7 +428,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		owned, alt = w.token, owned
 	}
 	args := c.releaseArgs(key, owned, w.id, alt)
-	for _, p := range c.pools {
+	for i, p := range c.pools {
 		// Counted by w (c.bg is above zero), these go out even on a
 		// closed Client, before Close returns.
 		if w.counted {
@@ -431,17 +436,33 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		} else if !c.begin(1) {
 			return
 		}
-		if s, ok := p.(pool.Starter); ok {
-			s.StartEval(bgCall{c}, releaseScript, args...)
+		if w.last.unsettled(i) {
+			// The latest round has not reached its end on this node: sent
+			// after it, the release could come first and the round put w
+			// back in the queue (pools with several connections a node).
+			go func() {
+				<-w.last.settled
+				c.sendBackground(ctx, p, args)
+			}()
 			continue
 		}
-		go func() {
-			defer c.bg.Done()
-			ctx, cancel := c.nodeContext(ctx)
-			defer cancel()
-			_, _ = p.Eval(ctx, releaseScript, args...)
-		}()
+		c.sendBackground(ctx, p, args)
 	}
+}
+
+// sendBackground sends the release script with args to p, for work
+// counted in c.bg, which it ends with the reply.
+func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
+	if s, ok := p.(pool.Starter); ok {
+		s.StartEval(bgCall{c}, releaseScript, args...)
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := c.nodeContext(ctx)
+		defer cancel()
+		_, _ = p.Eval(ctx, releaseScript, args...)
+	}()
 }
 
 // bgCall receives the reply of a background command that nobody reads.

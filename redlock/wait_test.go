@@ -254,3 +254,43 @@ func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
 	require.NoError(t, err)
 	return w
 }
+
+func TestWaitToken(t *testing.T) {
+	const id, secret = "3k2j.1x9z", "0f8fad5b-d9cb-469f-a165-70867728950e"
+	for _, tc := range []struct {
+		token, id, handoff string
+		ok                 bool
+	}{
+		{id + "/" + secret, id, "", true},
+		{id + "/" + secret + "/7", id, id + "/" + secret, true},
+		{secret, "", "", false},                    // a round of a call that did not wait
+		{"token-from-the-request", "", "", false},  // someone's own token
+		{id + "/" + secret + "/07", "", "", false}, // not a round number as Lock writes it
+		{id + "/" + secret + "/0", "", "", false},
+		{id + "/not-a-uuid", "", "", false},
+		{"UPPER.x/" + secret, "", "", false},
+		{"nodot/" + secret, "", "", false},
+	} {
+		gotID, gotHandoff, ok := waitToken(tc.token)
+		require.Equal(t, tc.ok, ok, tc.token)
+		require.Equal(t, tc.id, gotID, tc.token)
+		require.Equal(t, tc.handoff, gotHandoff, tc.token)
+	}
+
+	// The tokens a waiter makes read back as its own.
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	gotID, _, ok := waitToken(w.token)
+	require.True(t, ok)
+	require.Equal(t, w.id, gotID)
+	round, err := c.roundToken(w, false)
+	require.NoError(t, err)
+	gotID, gotHandoff, ok := waitToken(round)
+	require.True(t, ok)
+	require.Equal(t, w.id, gotID)
+	require.Equal(t, w.token, gotHandoff)
+	plain, err := c.roundToken(w, true)
+	require.NoError(t, err)
+	_, _, ok = waitToken(plain)
+	require.False(t, ok, "a plain round's token is a bare random value")
+}

@@ -207,6 +207,8 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	require.Equal(t, "h", v, "the release sets the head's hand-off token")
 	require.Equal(t, "cw.1 2", sub(), "naming w and its round 2")
 	require.InDelta(t, 10*time.Second, pttl(t, s, key), float64(time.Second), "with w's TTL")
+	require.InDelta(t, 10*time.Second, pttl(t, s, key+":waiters:until"), float64(time.Second),
+		"the entries, which hold w's latest round, last as long as the token")
 
 	// Round 1, late: refused, the key stays w's hand-off.
 	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "late", "cw.1", 1, "h")...).([]any)[0])
@@ -267,5 +269,51 @@ func subscribe(t *testing.T, s *redistest.Server, ch string) func() string {
 			require.NoError(t, m)
 		}
 		return ""
+	}
+}
+
+// A lock that Lock got after waiting can be released through a handle
+// restored from its token alone: the token names the Lock call, whose
+// queue entries go with the release. Left behind, an entry would make the
+// next round give the key to a call that has ended.
+func TestLock_aRestoredHandleTakesTheWaitedLockOutOfTheQueue(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	holder := e.client()
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	got := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, hourTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	r := <-got
+	require.NoError(t, r.err)
+	id, _, ok := strings.Cut(r.l.Token(), "/")
+	require.True(t, ok, "a waited lock's token names its Lock call")
+	var entries int
+	for _, s := range e.nodes {
+		if score, _ := s.Do("ZSCORE", key+":waiters", id); score != nil {
+			entries++
+		}
+	}
+	require.Equal(t, len(e.nodes), entries, "queued everywhere by its refused round, kept there by its winning round")
+
+	// Another process (here another Client) releases it by key and token.
+	// Unlock returns once a quorum released: those nodes dropped the entry
+	// (it would otherwise last until the queue expires, a second or more).
+	other := newClient(t, newPools(t, e.addrs))
+	require.NoError(t, other.Restore(key, r.l.Token()).Unlock(ctxT(t, quickly)))
+	left := 0
+	for _, s := range e.nodes {
+		if score, _ := s.Do("ZSCORE", key+":waiters", id); score != nil {
+			left++
+		}
+	}
+	require.LessOrEqual(t, left, len(e.nodes)-3, "the releasing quorum took the call out of its queues")
+	for i, s := range e.nodes {
+		require.Eventually(t, func() bool {
+			score, err := s.Do("ZSCORE", key+":waiters", id)
+			require.NoError(t, err)
+			_, held := get(t, s, key)
+			return score == nil && !held
+		}, 10*time.Second, time.Millisecond, "node %d: the call is still queued or the key held", i)
 	}
 }
