@@ -137,8 +137,10 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
 	require.Equal(t, w.id, l.waited, "its release leaves the queue")
 
-	// Too little validity left: a round takes the key afresh.
-	clk.Advance(ttl - 3*time.Second - driftFloor)
+	// Less than half the TTL left: a round takes the key afresh.
+	clk.Advance(2*time.Second - driftFloor - time.Millisecond) // 5s+1ms left
+	require.NotNil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+	clk.Advance(2 * time.Millisecond)
 	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
 }
 
@@ -293,4 +295,42 @@ func TestWaitToken(t *testing.T) {
 	require.NoError(t, err)
 	_, _, ok = waitToken(plain)
 	require.False(t, ok, "a plain round's token is a bare random value")
+}
+
+// A Lock that gives up leaves the queue on every node, but on a node that
+// has not answered its latest round only once it has: a release that
+// overtook the round (pools with several connections a node) would let
+// the round queue the caller again.
+func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5, WithRetry(ExponentialBackoff{Min: time.Hour, Max: time.Hour}))
+	for _, n := range nodes {
+		n.set("k", "someone-else")
+	}
+	parked := func() int {
+		nodes[0].mu.Lock()
+		defer nodes[0].mu.Unlock()
+		return nodes[0].parked
+	}
+	open := nodes[0].hold() // node 0 answers nothing until opened
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		// Fenced: its first round is the script round, its only one here.
+		_, err := c.Lock(ctx, "k", time.Second, WithFencing())
+		done <- err
+	}()
+	// The round waits on node 0; the others refused it.
+	require.Eventually(t, func() bool { return parked() == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Never(t, func() bool { return parked() > 1 }, 50*time.Millisecond, time.Millisecond,
+		"the release went to node 0 before its round was answered")
+
+	open()
+	for i, n := range nodes {
+		require.Eventually(t, func() bool { return n.count("release") == 1 }, 10*time.Second, time.Millisecond, "node %d", i)
+	}
+	nodes[0].mu.Lock()
+	defer nodes[0].mu.Unlock()
+	require.Equal(t, "release", nodes[0].calls[len(nodes[0].calls)-1], "node 0: %v", nodes[0].calls)
 }
