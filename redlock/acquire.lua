@@ -25,8 +25,9 @@
 -- the key free while an older waiter is queued (the holder's key ran out,
 -- nobody released it) gives the key to that waiter the same way.
 -- A round replaces the waiter's own hand-off token with its token, unless
--- a later round of the waiter already ran here: a round that arrives late
--- must not take back what the waiter was told it holds.
+-- a later round of the waiter already ran here, or the waiter has no entry
+-- here: a round that arrives late must not take back what the waiter was
+-- told it holds, nor queue the waiter again.
 -- Returns 1 when acquired, {1, counter, epoch} with fencing; {0, pttl}
 -- when the key is held, pttl its ms left (-1: no TTL); {2, pttl} when it
 -- is reserved for another waiter, pttl the reservation's ms left.
@@ -119,6 +120,12 @@ if not own and mine ~= "" and v == mine then
 	-- A hand-off to this waiter. Without an entry, or after a later round,
 	-- this round is late: the waiter may count the hand-off as held.
 	own = queued and last < round
+end
+if not own and mine ~= "" and v == mine and not queued then
+	-- This waiter's hand-off token with no entry: the round is late (the
+	-- waiter's release took the entry out). It neither takes the key nor
+	-- queues the waiter again.
+	return {0, redis.call("PTTL", KEYS[1])}
 end
 if own then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])

@@ -387,8 +387,9 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round)
 // Restore returns a handle on a lock taken elsewhere, for example by another
 // process that passed on its key and token. Its validity is unknown (zero)
 // until Extend succeeds. Extend and Unlock on it work as on a lock this
-// Client took; for a lock that Lock got after waiting, the token also
-// names the Lock call, and Unlock takes the call out of the queues too.
+// Client took; for a lock that Lock got after waiting (not fenced, with
+// queueing on), the token also names the Lock call, and Unlock takes the
+// call out of the queues too (see Lock.Token).
 func (c *Client) Restore(key, token string) *Lock {
 	l := &Lock{c: c, key: key, token: token}
 	if id, handoff, ok := waitToken(token); ok {

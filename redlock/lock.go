@@ -14,7 +14,10 @@ type Lock struct {
 	key   string
 	token string
 	acq   *round // the acquisition round; nil for a restored lock
-	fence uint64 // WithFencing: the fencing token; 0 without
+	// earlier are the Lock call's other rounds that had not settled when
+	// it got the lock: Extend and Unlock do not overtake them either.
+	earlier []*round
+	fence   uint64 // WithFencing: the fencing token; 0 without
 	// waited is the queue id the lock was waited for with; its release
 	// drops any entry a node still has for it. "" when it did not wait.
 	waited string
@@ -43,8 +46,8 @@ type Lock struct {
 func (l *Lock) Key() string { return l.key }
 
 // Token returns the owner token: a random value that only this acquisition
-// knows. A lock that Lock got after waiting has a token that starts with
-// the Lock call's id ("<id>/<random>", followed by "/<round>" when a round
+// knows. A lock that Lock got after waiting (not fenced, with queueing
+// on) has a token that starts with the Lock call's id ("<id>/<random>", followed by "/<round>" when a round
 // took it), so that a handle restored from it releases all the call was
 // given. Anyone with the key and token can release the lock (see Restore),
 // so treat it as a secret: do not log it.
@@ -105,7 +108,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.acq})
+	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.acq, alsoAfter: l.earlier})
 	if err != nil {
 		return err
 	}
@@ -169,7 +172,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
 	script, args := l.c.releaseCall(l.key, l.token, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
-	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.acq})
+	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.acq, alsoAfter: l.earlier})
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,11 @@ type op struct {
 	status func(addr string, reply any, err error) (NodeStatus, error)
 	// after, when set, is the acquisition round of the lock: on a node
 	// that had not answered it by its decision, the command waits until
-	// that round has settled.
-	after *round
+	// that round has settled. alsoAfter are earlier rounds of the same
+	// Lock call that had not settled when it got the lock: the same holds
+	// for them.
+	after     *round
+	alsoAfter []*round
 	// keep makes the round record each node's raw reply (in replies) as
 	// of its decision; the fenced acquisition reads the counters there.
 	keep bool
@@ -96,6 +99,36 @@ func (r *round) unsettled(i int) bool {
 	}
 }
 
+// waits reports whether the command must wait before it goes to node i:
+// a round it follows has not settled there.
+func (o *op) waits(i int) bool {
+	if o.after.unsettled(i) {
+		return true
+	}
+	for _, a := range o.alsoAfter {
+		if a.unsettled(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitSettled waits until every round the command follows has settled.
+func (o *op) awaitSettled() {
+	awaitSettled(o.after)
+	awaitSettled(o.alsoAfter...)
+}
+
+// awaitSettled waits until each round that was sent has settled: each
+// call is bounded by the node timeout.
+func awaitSettled(rounds ...*round) {
+	for _, r := range rounds {
+		if r != nil && r.sent {
+			<-r.settled
+		}
+	}
+}
+
 // run sends o to every node at once and returns as soon as the outcome is
 // decided: a quorum did what was asked, or so many nodes refused or failed
 // that no quorum is possible, or the node timeout passed, or ctx ended.
@@ -140,9 +173,9 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 	}
 	r.start = c.cfg.clock.Now()
 	for i := range c.pools {
-		if o.after.unsettled(i) {
+		if o.waits(i) {
 			go func() {
-				<-o.after.settled
+				o.awaitSettled()
 				r.send(i, true)
 			}()
 			continue

@@ -44,9 +44,11 @@ type waiter struct {
 	// no hand-off (queueing is off, or the lock is fenced).
 	token string
 	// starts holds when each of its script rounds began, by round number
-	// (from 1) less one; last is the latest of them.
-	starts []time.Time
-	last   *round
+	// (from 1) less one; last is the latest of them, and pending those
+	// that were sent and had not settled when last looked.
+	starts  []time.Time
+	last    *round
+	pending []*round
 	// counted is set once the Client counts this waiter among the work
 	// Close waits for: its leaving the queue is sent even then.
 	counted bool
@@ -184,15 +186,47 @@ func (c *Client) queuedBy(w *waiter, r *round) {
 		return
 	}
 	w.starts, w.last = append(w.starts, r.start), r
+	if r.sent {
+		w.pending = append(w.unsettled(), r)
+	}
 	if w.id != "" && !w.queued {
 		w.queued, w.counted = true, c.begin(1)
 	}
 }
 
+// unsettled returns w's rounds that were sent and have not settled, and
+// keeps only those.
+func (w *waiter) unsettled() []*round {
+	keep := w.pending[:0]
+	for _, r := range w.pending {
+		select {
+		case <-r.settled:
+		default:
+			keep = append(keep, r)
+		}
+	}
+	clear(w.pending[len(keep):])
+	w.pending = keep
+	return keep
+}
+
+// earlier returns w's unsettled rounds other than r, for the lock that r
+// (or the hand-offs that followed it) won.
+func (w *waiter) earlier(r *round) []*round {
+	var out []*round
+	for _, p := range w.unsettled() {
+		if p != r {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // handoff returns the lock when a quorum of nodes handed key to w after
 // its latest round ran there; nil otherwise. Its validity counts from the
 // start of that round, before any of the nodes set the token. That round
-// may have begun up to the refresh interval before the hand-off: with
+// may have begun up to the refresh interval + the entry slack before the
+// hand-off: with
 // less than half the TTL left (or no more than WithMinValidity), nil, and
 // a round takes the key afresh on the nodes that handed it over.
 func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) *Lock {
@@ -204,10 +238,10 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 	if left := until.Sub(c.cfg.clock.Now()); left <= cfg.minValidity || left < ttl/2 {
 		return nil
 	}
-	// The release of the lock must not overtake the latest round on a
-	// node that has not answered it yet (acq).
+	// The release of the lock must not overtake the call's rounds on a
+	// node that has not answered them yet.
 	l := c.newLock(ctx, key, w.token, ttl, w.last, start, until, cfg)
-	l.waited = w.id
+	l.waited, l.earlier = w.id, w.earlier(w.last)
 	return l
 }
 
@@ -223,7 +257,8 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 // order they began. A release hands the key over by setting the waiter's
 // own token: once a quorum of nodes did so, Lock returns the lock without
 // another round, its token that hand-off token and its validity counted
-// from the start of the waiter's latest round. After a split vote (the
+// from the start of the waiter's latest round, provided at least half the
+// TTL is left (otherwise one more round takes the key afresh). After a split vote (the
 // key was free, but no caller got a quorum) it waits a random time that
 // grows with each split in a row, from about 1ms to 32ms.
 //
@@ -286,7 +321,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		var qe *QuorumError
 		if err == nil {
 			if w != nil {
-				l.waited = w.id
+				l.waited, l.earlier = w.id, w.earlier(r)
 				l.alt = w.token // a node may yet hand the key to w
 			}
 			return l, nil
@@ -428,6 +463,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		owned, alt = w.token, owned
 	}
 	args := c.releaseArgs(key, owned, w.id, alt)
+	after := op{alsoAfter: w.unsettled()}
 	for i, p := range c.pools {
 		// Counted by w (c.bg is above zero), these go out even on a
 		// closed Client, before Close returns.
@@ -436,12 +472,12 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		} else if !c.begin(1) {
 			return
 		}
-		if w.last.unsettled(i) {
-			// The latest round has not reached its end on this node: sent
-			// after it, the release could come first and the round put w
-			// back in the queue (pools with several connections a node).
+		if after.waits(i) {
+			// A round of w has not reached its end on this node: sent after
+			// it, the release could come first and the round put w back in
+			// the queue (pools with several connections a node).
 			go func() {
-				<-w.last.settled
+				after.awaitSettled()
 				c.sendBackground(ctx, p, args)
 			}()
 			continue

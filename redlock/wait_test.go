@@ -334,3 +334,34 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	defer nodes[0].mu.Unlock()
 	require.Equal(t, "release", nodes[0].calls[len(nodes[0].calls)-1], "node 0: %v", nodes[0].calls)
 }
+
+// A release follows every round of the Lock call that has not settled on
+// its node, not only the latest: with several connections a node, an
+// earlier round can land after a later one.
+func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
+	pendingRound := func() *round {
+		return &round{sent: true, nodes: make([]NodeResult, 2), settled: make(chan struct{})}
+	}
+	r1, r2 := pendingRound(), pendingRound()
+	r2.nodes[1].Status = NodeRefused // node 1 answered r2 in time
+	// No queueing: the waiter is not counted as work Close waits for.
+	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
+	w := newTestWaiter(t, c, clk.Now())
+	for _, r := range []*round{r1, r2, {start: clk.Now()}} { // the last was never sent
+		c.queuedBy(w, r)
+	}
+	require.Equal(t, []*round{r1, r2}, w.unsettled())
+	require.Equal(t, []*round{r1}, w.earlier(r2))
+
+	o := op{after: r2, alsoAfter: w.earlier(r2)}
+	require.True(t, o.waits(0))
+	require.True(t, o.waits(1), "r1 is pending on node 1")
+	close(r1.settled)
+	require.False(t, o.waits(1))
+	require.True(t, o.waits(0), "r2 is pending on node 0")
+	close(r2.settled)
+	require.False(t, o.waits(0))
+	o.awaitSettled() // returns: both settled, and an unsent round is not waited for
+	require.Empty(t, w.unsettled())
+	awaitSettled(&round{settled: make(chan struct{})}) // never sent: does not block
+}
