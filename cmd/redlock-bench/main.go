@@ -35,8 +35,11 @@
 // the lock for -hold (default 10ms) before Unlock. The report gives
 // acquisitions/s, the wait (from starting Lock to getting it: the acquire
 // row), the hand-off (from one holder's Unlock returning to the next
-// holder's Lock returning) and the efficiency, acquisitions/s ÷ (1/hold):
-// 1 means the lock was never idle while someone wanted it. After the run,
+// holder's Lock returning; 0 when that Lock returned first), the idle
+// time (from one holder calling Unlock to the next holder's Lock
+// returning), each hold as it was (the held row: a hold lasts -hold, see
+// holdFor) and the efficiency, acquisitions/s ÷ (1/hold): 1 means the
+// lock was never idle while someone wanted it. After the run,
 // one worker takes and releases a key of its own at the same hold for a
 // quarter of the run (at most a second): its Lock p50 is one uncontended
 // lock round at that pace, and the report gives hand-off p50 ÷ it.
