@@ -38,7 +38,7 @@ type waiter struct {
 	since     time.Time
 	sinceWall int64
 	queued    bool     // a node may hold its queue entry
-	kw        *keyWait // its subscription; nil before the first refusal
+	kw        *keyWait // its subscription; nil until it first waits or sends a script round
 	// token is what a release sets the key to on a node that hands it to
 	// this waiter: the lock's token when a quorum did so. "" when it takes
 	// no hand-off (queueing is off, or the lock is fenced).
@@ -226,9 +226,9 @@ func (w *waiter) earlier(r *round) []*round {
 // its latest round ran there; nil otherwise. Its validity counts from the
 // start of that round, before any of the nodes set the token. That round
 // may have begun up to the refresh interval + the entry slack before the
-// hand-off: with
-// less than half the TTL left (or no more than WithMinValidity), nil, and
-// a round takes the key afresh on the nodes that handed it over.
+// hand-off: with less than half the TTL left (or no more than
+// WithMinValidity), nil, and a round takes the key afresh on the nodes
+// that handed it over.
 func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) *Lock {
 	n, _, start := w.handedOff()
 	if n < c.quorum {
