@@ -125,7 +125,7 @@ func requireMode(t *testing.T, mode, out string) {
 		require.Regexp(t, latencyRowRE("held"), out)
 		require.Regexp(t, `(?m)^contended [1-9][0-9]* acquisitions \([0-9.]+/s\), efficiency [0-9.]+ `, out)
 		require.Regexp(t, `(?m)^ +wait \(acquire row\) p99 [0-9.]+(µs|ms|s), max `, out)
-		require.Regexp(t, `(?m)^ +hand-off p50 / uncontended lock p50 = [0-9.]+x \(reference: 1 worker`, out)
+		require.Regexp(t, `(?m)^ +hand-off p50 / uncontended lock p50 = [0-9.]+x, idle p50 / it = [0-9.]+x \(reference: 1 worker`, out)
 		require.NotRegexp(t, `(?m)^ *takeover `, out)
 	case modeTakeover:
 		require.Regexp(t, `(?m)^mode +takeover: 4 workers on 4 clients, keys one, ttl 20ms, hold 2ms$`, out)
@@ -232,6 +232,7 @@ func TestJSON(t *testing.T) {
 				requireSummary(t, c["held"])
 				requireSummary(t, c["reference"])
 				require.Contains(t, c, "handoff_ratio") // 0 when the next Lock returns before the Unlock
+				require.Positive(t, c["idle_ratio"])
 				held := c["held"].(map[string]any)
 				require.GreaterOrEqual(t, held["p50_us"], float64(2000), "a hold lasts at least -hold")
 			}

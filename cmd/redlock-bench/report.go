@@ -73,6 +73,7 @@ type contendedReport struct {
 	// pace. HandoffRatio is hand-off p50 ÷ its p50.
 	Reference      *summary `json:"reference,omitempty"`
 	HandoffRatio   *float64 `json:"handoff_ratio,omitempty"`
+	IdleRatio      *float64 `json:"idle_ratio,omitempty"` // idle p50 ÷ the reference's p50
 	ReferenceError string   `json:"reference_error,omitempty"`
 }
 
@@ -216,7 +217,8 @@ func newRunReport(cfg config, r *runResult) runReport {
 			c.Reference = &ref
 			if ref.P50 > 0 {
 				ratio := math.Round(float64(c.Handoff.P50)/float64(ref.P50)*100) / 100
-				c.HandoffRatio = &ratio
+				idle := math.Round(float64(c.Idle.P50)/float64(ref.P50)*100) / 100
+				c.HandoffRatio, c.IdleRatio = &ratio, &idle
 			}
 		}
 		if r.referenceErr != nil {
