@@ -231,6 +231,7 @@ func TestJSON(t *testing.T) {
 				requireSummary(t, c["idle"])
 				requireSummary(t, c["held"])
 				requireSummary(t, c["reference"])
+				requireSummary(t, c["reference_unlock"])
 				require.Contains(t, c, "handoff_ratio") // 0 when the next Lock returns before the Unlock
 				require.Positive(t, c["idle_ratio"])
 				held := c["held"].(map[string]any)

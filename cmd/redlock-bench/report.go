@@ -71,10 +71,13 @@ type contendedReport struct {
 	// Reference is one worker's Lock on a key of its own at the same hold,
 	// measured right after the run: one uncontended lock round at this
 	// pace. HandoffRatio is hand-off p50 ÷ its p50.
-	Reference      *summary `json:"reference,omitempty"`
-	HandoffRatio   *float64 `json:"handoff_ratio,omitempty"`
-	IdleRatio      *float64 `json:"idle_ratio,omitempty"` // idle p50 ÷ the reference's p50
-	ReferenceError string   `json:"reference_error,omitempty"`
+	Reference *summary `json:"reference,omitempty"`
+	// ReferenceUnlock is the reference worker's Unlock: the first round
+	// after each hold, as the release that starts a hand-off is.
+	ReferenceUnlock *summary `json:"reference_unlock,omitempty"`
+	HandoffRatio    *float64 `json:"handoff_ratio,omitempty"`
+	IdleRatio       *float64 `json:"idle_ratio,omitempty"` // idle p50 ÷ the reference's p50
+	ReferenceError  string   `json:"reference_error,omitempty"`
 }
 
 // takeoverReport is what takeover mode adds. A holder dies (never
@@ -215,6 +218,10 @@ func newRunReport(cfg config, r *runResult) runReport {
 		if r.reference != nil && r.reference.count() > 0 {
 			ref := summarize(r.reference)
 			c.Reference = &ref
+			if r.refUnlock != nil && r.refUnlock.count() > 0 {
+				u := summarize(r.refUnlock)
+				c.ReferenceUnlock = &u
+			}
 			if ref.P50 > 0 {
 				ratio := math.Round(float64(c.Handoff.P50)/float64(ref.P50)*100) / 100
 				idle := math.Round(float64(c.Idle.P50)/float64(ref.P50)*100) / 100

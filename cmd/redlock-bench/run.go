@@ -91,6 +91,7 @@ type runResult struct {
 	held          *hist // contended mode: how long each lock was held
 	idle          *hist // contended mode: Unlock called → next Lock returned
 	reference     *hist // contended mode: one worker's Lock on a key of its own, at the same hold
+	refUnlock     *hist // and its Unlock: the first round after each hold
 	referenceErr  error
 	takeover      *hist // takeover mode only
 	floor         *hist // nil when not measured
@@ -156,7 +157,7 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 		res.connsOpen = after.connected
 	}
 	if cfg.mode == modeContended && ctx.Err() == nil {
-		res.reference, res.referenceErr = referencePhase(ctx, cs.clients[0], prefix+"reference", cfg)
+		res.reference, res.refUnlock, res.referenceErr = referencePhase(ctx, cs.clients[0], prefix+"reference", cfg)
 	}
 	if fl != nil {
 		if cfg.mode != modeLatency && fl.err == nil {
@@ -351,10 +352,13 @@ const referencePhaseMax = time.Second
 // lock round costs at the same pace: one worker takes and releases a key
 // of its own, holding it for cfg.hold each time, for a quarter of the run
 // (at most referencePhaseMax). The hand-off is compared with its Lock p50.
-func referencePhase(ctx context.Context, c *redlock.Client, key string, cfg config) (*hist, error) {
+// It also returns its Unlock latencies: the first round after each hold,
+// when the machine has been idle for the hold, as the release that starts
+// a hand-off is.
+func referencePhase(ctx context.Context, c *redlock.Client, key string, cfg config) (lock, unlock *hist, err error) {
 	ctx, cancel := context.WithTimeout(ctx, min(cfg.duration/4, referencePhaseMax))
 	defer cancel()
-	h := newHist()
+	lock, unlock = newHist(), newHist()
 	for ctx.Err() == nil {
 		t0 := time.Now()
 		l, err := c.Lock(ctx, key, cfg.ttl)
@@ -362,13 +366,15 @@ func referencePhase(ctx context.Context, c *redlock.Client, key string, cfg conf
 			if ctx.Err() != nil {
 				break
 			}
-			return h, err
+			return lock, unlock, err
 		}
-		h.record(time.Since(t0))
-		sleep(ctx, cfg.hold)
+		lock.record(time.Since(t0))
+		holdFor(ctx, cfg.hold)
+		t1 := time.Now()
 		if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
-			return h, err
+			return lock, unlock, err
 		}
+		unlock.record(time.Since(t1))
 	}
-	return h, nil
+	return lock, unlock, nil
 }

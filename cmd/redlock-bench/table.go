@@ -70,8 +70,12 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 			formatSummary(c.Handoff, c.Handoff.P50), formatSummary(c.Handoff, c.Handoff.P99),
 			c.Reacquired, c.Acquisitions)
 		if c.Reference != nil && c.HandoffRatio != nil {
-			fmt.Fprintf(w, "          hand-off p50 / uncontended lock p50 = %.2fx, idle p50 / it = %.2fx (reference: 1 worker, own key, same hold, after the run: lock p50 %s)\n",
-				*c.HandoffRatio, *c.IdleRatio, formatSummary(*c.Reference, c.Reference.P50))
+			unlock := "-"
+			if u := c.ReferenceUnlock; u != nil {
+				unlock = formatSummary(*u, u.P50)
+			}
+			fmt.Fprintf(w, "          hand-off p50 / uncontended lock p50 = %.2fx, idle p50 / it = %.2fx (reference: 1 worker, own key, same hold, after the run: lock p50 %s, unlock p50 %s)\n",
+				*c.HandoffRatio, *c.IdleRatio, formatSummary(*c.Reference, c.Reference.P50), unlock)
 		}
 		if c.ReferenceError != "" {
 			fmt.Fprintf(w, "          reference failed: %s\n", c.ReferenceError)
