@@ -53,9 +53,9 @@ local function entry(w)
 	return tonumber(s), 0
 end
 
--- outlive makes the queue last ttl ms at least: as long as a hand-off
--- token it has just given, so that the entry's round, which refuses the
--- waiter's late rounds, lasts as long as the token.
+-- outlive makes the queue last ttl ms at least: as long as its newest
+-- entry, or a hand-off token just given (the entry's round, which refuses
+-- the waiter's late rounds, then lasts as long as the token).
 local function outlive(ttl)
 	for i = 2, 3 do
 		if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
@@ -117,15 +117,14 @@ end
 
 local own = not v or (id ~= "" and v == "redlock:reserved:" .. id)
 if not own and mine ~= "" and v == mine then
-	-- A hand-off to this waiter. Without an entry, or after a later round,
-	-- this round is late: the waiter may count the hand-off as held.
-	own = queued and last < round
-end
-if not own and mine ~= "" and v == mine and not queued then
-	-- This waiter's hand-off token with no entry: the round is late (the
-	-- waiter's release took the entry out). It neither takes the key nor
-	-- queues the waiter again.
-	return {0, redis.call("PTTL", KEYS[1])}
+	-- A hand-off to this waiter. Without an entry (the waiter's release
+	-- took it out), or after a later round, this round is late: the waiter
+	-- may count the hand-off as held. Without an entry, it does not queue
+	-- the waiter again either.
+	if not queued then
+		return {0, redis.call("PTTL", KEYS[1])}
+	end
+	own = last < round
 end
 if own then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
@@ -161,9 +160,5 @@ redis.call("ZADD", KEYS[2], "NX", prio, id)
 -- The waiter comes back when the key runs out, or sooner.
 local keep = math.min(math.max(pttl, 0), tonumber(ARGV[6])) + tonumber(ARGV[7])
 redis.call("HSET", KEYS[3], id, record(now + keep * 1000))
-for i = 2, 3 do
-	if redis.call("PTTL", KEYS[i]) < keep then
-		redis.call("PEXPIRE", KEYS[i], keep)
-	end
-end
+outlive(keep)
 return {code, pttl}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/quorumlock/redlock/clock"
+
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -140,6 +142,13 @@ func (c *Client) begin(n int) bool {
 	return true
 }
 
+// validUntil is when a lock whose round began at start stops being valid:
+// its TTL in whole milliseconds (as the nodes set it) less the drift
+// allowance.
+func (c *Client) validUntil(start time.Time, ttl time.Duration) time.Time {
+	return start.Add(ttl.Truncate(time.Millisecond) - c.drift(ttl))
+}
+
 // drift is the allowance for clock drift set aside from a TTL.
 func (c *Client) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.cfg.driftFactor) + driftFloor
@@ -241,9 +250,9 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	if err != nil {
 		return nil, nil, err
 	}
-	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
+	until := c.validUntil(r.start, ttl)
 	if r.ok && until.Sub(c.cfg.clock.Now()) > cfg.minValidity {
-		return c.newLock(ctx, key, token, ttl, r, r.start, until, cfg), r, nil
+		return c.newLock(ctx, key, token, ttl, r, until, cfg), r, nil
 	}
 	return nil, r, c.failAcquire(ctx, key, token, r, until)
 }
@@ -254,7 +263,7 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 	id, prio, waited, round, handoff := "", int64(0), int64(0), 0, ""
 	if w != nil {
 		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
-		round, handoff = len(w.starts)+1, w.token
+		round, handoff = w.rounds+1, w.token
 	}
 	nkeys := 3
 	if fence != nil {
@@ -281,7 +290,7 @@ func (c *Client) roundToken(w *waiter, plain bool) (string, error) {
 	if plain || w == nil || w.token == "" {
 		return newToken()
 	}
-	return w.token + "/" + strconv.Itoa(len(w.starts)+1), nil
+	return w.token + "/" + strconv.Itoa(w.rounds+1), nil
 }
 
 // waitToken reads a token made for a Lock call that waited: its hand-off
@@ -325,15 +334,15 @@ func base36(s string) bool {
 	return true
 }
 
-// newLock returns the handle of a lock acquired in round r (nil for a
-// hand-off), valid until until, counted from start.
-func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, start, until time.Time, cfg lockConfig) *Lock {
-	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: start,
+// newLock returns the handle of a lock acquired in round r (or by the
+// hand-offs that followed it), valid until until.
+func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
+	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
 		parent: ctx, ttl: ttl, margin: cfg.margin}
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.
 	if cfg.maxHold > 0 {
-		l.holdEnd = start.Add(cfg.maxHold)
+		l.holdEnd = r.start.Add(cfg.maxHold)
 	}
 	if cfg.autoExtend {
 		l.startExtender(cfg)
@@ -361,27 +370,30 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round)
 	// A plain SET NX round was a first try: its key is most likely not
 	// contended. A script round is a waiter's.
 	script, args := c.releaseCall(key, token, "", "", r.op.script != nil)
-	release := func(p pool.Pool) {
-		ctx, cancel := c.nodeContext(ctx)
-		defer cancel()
-		_, _ = p.Eval(ctx, script, args...)
-	}
 	var wg sync.WaitGroup
 	for i, n := range r.nodes {
 		if n.Status == NodeOK || n.Status == NodeFailed {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				release(c.pools[i])
+				c.evalBounded(ctx, c.pools[i], script, args)
 			}()
 		}
 	}
 	c.afterLate(r, func(o outcome) {
 		if o.status != NodeRefused {
-			release(c.pools[o.i])
+			c.evalBounded(ctx, c.pools[o.i], script, args)
 		}
 	})
 	wg.Wait()
+}
+
+// evalBounded runs script on p, bounded by the node timeout whatever ctx
+// says, and drops the reply.
+func (c *Client) evalBounded(ctx context.Context, p pool.Pool, script *redis.Script, args []any) {
+	ctx, cancel := c.nodeContext(ctx)
+	defer cancel()
+	_, _ = p.Eval(ctx, script, args...)
 }
 
 // Restore returns a handle on a lock taken elsewhere, for example by another

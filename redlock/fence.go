@@ -144,7 +144,7 @@ func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duratio
 	if err != nil {
 		return nil, nil, err
 	}
-	until := r.start.Add(time.Duration(ms)*time.Millisecond - c.drift(ttl))
+	until := c.validUntil(r.start, ttl)
 	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
 		return nil, r, c.failAcquire(ctx, key, token, r, until)
 	}
@@ -162,7 +162,7 @@ func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duratio
 	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
 		return nil, r, c.failAcquire(ctx, key, token, r, until)
 	}
-	l := c.newLock(ctx, key, token, ttl, r, r.start, until, cfg)
+	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
 	l.fence = fence
 	return l, r, nil
 }

@@ -112,7 +112,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	until := r.start.Add(time.Duration(ms)*time.Millisecond - l.c.drift(ttl))
+	until := l.c.validUntil(r.start, ttl)
 	now := l.c.cfg.clock.Now()
 	if r.ok && until.After(now) {
 		// The newest round decides, also when its ttl is shorter: the

@@ -149,25 +149,26 @@ func (n *notifier) drop(kw *keyWait) {
 // release from then on is announced on at least one node where it is
 // heard, since a release reaches a quorum too.
 func (n *notifier) armed(key string) bool {
-	if n.nkeys.Load() == 0 {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw, ok := n.keys[key]
-	return ok && kw.isReady && kw.count >= n.c.quorum
+	_, armed := n.state(key)
+	return armed
 }
 
 // subscribed reports whether the Client subscribes to key's
 // announcements, armed or not: someone waited for it lately.
 func (n *notifier) subscribed(key string) bool {
+	subscribed, _ := n.state(key)
+	return subscribed
+}
+
+// state reports subscribed and armed at once.
+func (n *notifier) state(key string) (subscribed, armed bool) {
 	if n.nkeys.Load() == 0 {
-		return false // no Lock call of this Client waits: no lock to take
+		return false, false // no Lock call of this Client waits: no lock to take
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.keys[key]
-	return ok
+	kw, ok := n.keys[key]
+	return ok, ok && kw.count >= n.c.quorum // isReady is set when count first reaches the quorum
 }
 
 // waitArmed waits, at most one node timeout, until kw is armed; it

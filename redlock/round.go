@@ -102,11 +102,13 @@ func (r *round) unsettled(i int) bool {
 // waits reports whether the command must wait before it goes to node i:
 // a round it follows has not settled there.
 func (o *op) waits(i int) bool {
-	if o.after.unsettled(i) {
-		return true
-	}
-	for _, a := range o.alsoAfter {
-		if a.unsettled(i) {
+	return o.after.unsettled(i) || unsettledOn(i, o.alsoAfter...)
+}
+
+// unsettledOn reports whether one of rounds has not settled on node i.
+func unsettledOn(i int, rounds ...*round) bool {
+	for _, r := range rounds {
+		if r.unsettled(i) {
 			return true
 		}
 	}
@@ -173,9 +175,9 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 	}
 	r.start = c.cfg.clock.Now()
 	for i := range c.pools {
-		if o.waits(i) {
+		if r.op.waits(i) {
 			go func() {
-				o.awaitSettled()
+				r.op.awaitSettled()
 				r.send(i, true)
 			}()
 			continue

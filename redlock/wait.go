@@ -43,10 +43,10 @@ type waiter struct {
 	// this waiter: the lock's token when a quorum did so. "" when it takes
 	// no hand-off (queueing is off, or the lock is fenced).
 	token string
-	// starts holds when each of its script rounds began, by round number
-	// (from 1) less one; last is the latest of them, and pending those
-	// that were sent and had not settled when last looked.
-	starts  []time.Time
+	// rounds is how many script rounds it sent (each is numbered, from
+	// 1); last is the latest of them, and pending those that were sent and
+	// had not settled when last looked.
+	rounds  int
 	last    *round
 	pending []*round
 	// counted is set once the Client counts this waiter among the work
@@ -64,6 +64,15 @@ type waiter struct {
 	// waiter (0 for none): the node set the token after that round ran
 	// there.
 	granted []int
+}
+
+// waiterFor returns w, or the waiter of a Lock call that began at since
+// when there is none yet.
+func (c *Client) waiterFor(w *waiter, since time.Time, cfg lockConfig) (*waiter, error) {
+	if w != nil {
+		return w, nil
+	}
+	return c.newWaiter(since, !cfg.fencing)
 }
 
 // newWaiter returns the waiter of a Lock call that began at since (on the
@@ -160,7 +169,7 @@ func (w *waiter) announced(namedOnly bool) int {
 // released hands the key back to w when w heads its queue: that tells w
 // nothing new).
 func (w *waiter) handedOff() (n, others int, start time.Time) {
-	k := len(w.starts)
+	k := w.rounds
 	if w.token == "" || k == 0 {
 		return 0, 0, time.Time{}
 	}
@@ -174,7 +183,7 @@ func (w *waiter) handedOff() (n, others int, start time.Time) {
 			}
 		}
 	}
-	return n, others, w.starts[k-1]
+	return n, others, w.last.start
 }
 
 // queuedBy notes that w's round r ran the acquisition script: the nodes
@@ -185,7 +194,7 @@ func (c *Client) queuedBy(w *waiter, r *round) {
 	if r == nil {
 		return
 	}
-	w.starts, w.last = append(w.starts, r.start), r
+	w.rounds, w.last = w.rounds+1, r
 	if r.sent {
 		w.pending = append(w.unsettled(), r)
 	}
@@ -234,13 +243,13 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 	if n < c.quorum {
 		return nil
 	}
-	until := start.Add(time.Duration(ttl.Milliseconds())*time.Millisecond - c.drift(ttl))
+	until := c.validUntil(start, ttl)
 	if left := until.Sub(c.cfg.clock.Now()); left <= cfg.minValidity || left < ttl/2 {
 		return nil
 	}
 	// The release of the lock must not overtake the call's rounds on a
 	// node that has not answered them yet.
-	l := c.newLock(ctx, key, w.token, ttl, w.last, start, until, cfg)
+	l := c.newLock(ctx, key, w.token, ttl, w.last, until, cfg)
 	l.waited, l.earlier = w.id, w.earlier(w.last)
 	return l
 }
@@ -291,9 +300,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		// The first round is a plain SET NX, unless the Client already
 		// waits for the key (it is likely held, and the script queues) or
 		// the lock is fenced.
-		plain := failures == 1 && !cfg.fencing && !c.notify.subscribed(key)
-		if w == nil && !plain {
-			if w, err = c.newWaiter(since, !cfg.fencing); err != nil {
+		subscribed, armed := c.notify.state(key)
+		plain := failures == 1 && !cfg.fencing && !subscribed
+		if !plain {
+			if w, err = c.waiterFor(w, since, cfg); err != nil {
 				return nil, err
 			}
 		}
@@ -309,7 +319,6 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 				return l, nil
 			}
 		}
-		armed := c.notify.armed(key)
 		if w != nil {
 			w.forget()
 		}
@@ -318,7 +327,6 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !plain {
 			c.queuedBy(w, r) // even if Lock ends now: the script may have queued it
 		}
-		var qe *QuorumError
 		if err == nil {
 			if w != nil {
 				l.waited, l.earlier = w.id, w.earlier(r)
@@ -326,6 +334,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			}
 			return l, nil
 		}
+		var qe *QuorumError // declared here: an uncontended Lock does not allocate it
 		if !errors.As(err, &qe) || qe.Cause != nil {
 			return nil, err
 		}
@@ -333,10 +342,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !again {
 			return nil, err
 		}
-		if w == nil {
-			if w, err = c.newWaiter(since, !cfg.fencing); err != nil {
-				return nil, err
-			}
+		if w, err = c.waiterFor(w, since, cfg); err != nil {
+			return nil, err
 		}
 		w.released(r)
 		if w.kw == nil {
@@ -346,7 +353,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			// A release between this round's refusal and the subscription
 			// would go unheard: once subscribed, ask again at once.
 			checked = true
-			if c.notify.waitArmed(ctx, w.kw) || plain {
+			if c.notify.waitArmed(ctx, w.kw) {
 				failures-- // the same attempt, asked again
 				continue
 			}
@@ -463,7 +470,7 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		owned, alt = w.token, owned
 	}
 	args := c.releaseArgs(key, owned, w.id, alt)
-	after := op{alsoAfter: w.unsettled()}
+	rounds := w.unsettled()
 	for i, p := range c.pools {
 		// Counted by w (c.bg is above zero), these go out even on a
 		// closed Client, before Close returns.
@@ -472,12 +479,12 @@ func (c *Client) endWait(ctx context.Context, key string, w *waiter, l *Lock) {
 		} else if !c.begin(1) {
 			return
 		}
-		if after.waits(i) {
+		if unsettledOn(i, rounds...) {
 			// A round of w has not reached its end on this node: sent after
 			// it, the release could come first and the round put w back in
 			// the queue (pools with several connections a node).
 			go func() {
-				after.awaitSettled()
+				awaitSettled(rounds...)
 				c.sendBackground(ctx, p, args)
 			}()
 			continue
@@ -495,9 +502,7 @@ func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
 	}
 	go func() {
 		defer c.bg.Done()
-		ctx, cancel := c.nodeContext(ctx)
-		defer cancel()
-		_, _ = p.Eval(ctx, releaseScript, args...)
+		c.evalBounded(ctx, p, releaseScript, args)
 	}()
 }
 

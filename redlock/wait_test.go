@@ -95,14 +95,14 @@ func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
 	w := newTestWaiter(t, c, clk.Now())
 	n, _, _ := w.handedOff()
 	require.Zero(t, n, "no round yet")
-	w.starts = []time.Time{clk.Now(), clk.Now().Add(time.Second)}
+	w.rounds, w.last = 2, &round{start: clk.Now().Add(time.Second)}
 	w.signal(0, w.id+" 2")
 	w.signal(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
 	w.signal(2, "c2.x 2")   // another waiter's
 	w.signal(3, w.id+" x2") // garbled
 	n, _, start := w.handedOff()
 	require.Equal(t, 1, n)
-	require.Equal(t, w.starts[1], start, "counted from the start of round 2")
+	require.Equal(t, w.last.start, start, "counted from the start of round 2")
 	w.signal(1, w.id+" 2")
 	w.signal(0, w.id+" 1") // a late announcement does not undo a newer one
 	w.signal(4, w.id+" 2")
@@ -112,7 +112,7 @@ func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
 	require.Zero(t, w.announced(true), "nor a reservation that needs a round")
 
 	// A new round may take back what was handed over before it.
-	w.starts = append(w.starts, clk.Now())
+	w.rounds, w.last = 3, &round{start: clk.Now()}
 	n, _, _ = w.handedOff()
 	require.Zero(t, n)
 }
@@ -123,7 +123,7 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	cfg, err := c.lockConfig("k", ttl, nil)
 	require.NoError(t, err)
 	w := newTestWaiter(t, c, clk.Now())
-	w.starts = []time.Time{clk.Now()}
+	w.rounds, w.last = 1, &round{start: clk.Now()}
 	round := clk.Now()
 	clk.Advance(3 * time.Second)
 	for i := range 2 {
@@ -159,7 +159,7 @@ func TestSleep(t *testing.T) {
 	// afterRound is a waiter whose one round has run.
 	afterRound := func() *waiter {
 		w := newTestWaiter(t, c, clk.Now())
-		w.starts = []time.Time{clk.Now()}
+		w.rounds, w.last = 1, &round{start: clk.Now()}
 		return w
 	}
 	requireAsleep := func(done <-chan error) {
