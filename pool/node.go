@@ -64,9 +64,9 @@ func New(addr string, opts ...Option) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	dialOpts := append(cfg.dialOptions(host), redis.DialContextFunc(dialLazy(cfg.dialTimeout)))
-	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts,
-		pubOpt: cfg.dialOptions(host), seed: maphash.MakeSeed()}
+	pubOpt := cfg.dialOptions(host)
+	dialOpts := append(pubOpt[:len(pubOpt):len(pubOpt)], redis.DialContextFunc(dialLazy(cfg.dialTimeout)))
+	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
 		n.pipes[i] = newPipe(n)

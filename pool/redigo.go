@@ -49,7 +49,7 @@ func (r *redigoPool) Eval(ctx context.Context, script *redis.Script, keysAndArgs
 
 func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
 	op := opName(script, cmd)
-	if r.p == nil || r.closed.Load() {
+	if r.closed.Load() {
 		return nil, wrapErr(r.addr, op, ErrClosed, "")
 	}
 	timeout, err := timeoutFor(ctx, DefaultCommandTimeout)
@@ -94,9 +94,6 @@ func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
 }
 
 func (r *redigoPool) Close() error {
-	if r.p == nil {
-		return nil
-	}
 	r.closed.Store(true)
 	return r.p.Close()
 }

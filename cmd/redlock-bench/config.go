@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -256,7 +257,7 @@ func usage(fs *flag.FlagSet, nodes int) {
 func (c config) validate() error {
 	d := c.withDefaults()
 	switch {
-	case !contains(modes, c.mode):
+	case !slices.Contains(modes, c.mode):
 		return fmt.Errorf("-mode %q: want %q, %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended, modeTakeover)
 	case c.pool != poolPipelined && c.pool != poolPlain && c.pool != poolBoth:
 		return fmt.Errorf("-pool %q: want %q, %q or %q", c.pool, poolPipelined, poolPlain, poolBoth)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,7 +149,7 @@ func redisVersion(addrs []string) (string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if v, ok := fields["redis_version"]; ok && !contains(versions, v) {
+		if v, ok := fields["redis_version"]; ok && !slices.Contains(versions, v) {
 			versions = append(versions, v)
 		}
 	}
@@ -160,15 +161,6 @@ func redisVersion(addrs []string) (string, error) {
 		return version, fmt.Errorf("reading the Redis version: %w", err)
 	}
 	return version, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // connStats is the sum over the nodes of two INFO fields, not counting the

@@ -185,8 +185,6 @@ func (w *worker) lockRound(ctx context.Context) {
 		w.handoff.holder.Store(w.id)
 		w.handoff.last.Store(releasing)
 		w.handoff.called.Store(w.handoff.since(t2))
-	}
-	if r.held != nil {
 		r.held.record(t2.Sub(t1))
 	}
 	err = l.Unlock(context.WithoutCancel(ctx))
@@ -210,8 +208,9 @@ func (w *worker) lockRound(ctx context.Context) {
 // the worker that released last.
 func (w *worker) recordHandoff(t1 time.Time) {
 	h := w.handoff
+	now := h.since(t1)
 	if called := h.called.Load(); called != noUnlockYet {
-		w.rec.idle.record(time.Duration(h.since(t1) - called))
+		w.rec.idle.record(time.Duration(now - called))
 	}
 	switch last := h.last.Load(); last {
 	case noUnlockYet:
@@ -219,7 +218,7 @@ func (w *worker) recordHandoff(t1 time.Time) {
 	case releasing:
 		w.rec.handoff.record(0)
 	default:
-		w.rec.handoff.record(time.Duration(h.since(t1) - last))
+		w.rec.handoff.record(time.Duration(now - last))
 	}
 	if h.holder.Load() == w.id {
 		w.rec.reacquired++
