@@ -227,9 +227,5 @@ func TestLock_Unlock_withTheLocksOwnContextStillReleases(t *testing.T) {
 	l, err := c.TryLock(context.Background(), "k", ttl)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(l.Context()), "Unlock ends the lock's context itself")
-	require.NoError(t, c.Close())
-	for _, n := range nodes {
-		_, held := n.get("k")
-		require.False(t, held, "%s keeps our key", n.addr)
-	}
+	requireFree(t, c, nodes, "k")
 }

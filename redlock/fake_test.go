@@ -174,6 +174,13 @@ func (f *fakeNode) set(key, value string) {
 	f.data[key] = value
 }
 
+// parkedCount returns how many calls have waited at a gate.
+func (f *fakeNode) parkedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parked
+}
+
 func (f *fakeNode) count(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,9 +48,7 @@ func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	ctx := context.Background()
 	nodes[0].set("k:fence", "10")
-	for _, n := range nodes[3:] {
-		n.fail = errors.New("down")
-	}
+	failOn(nodes[3:], errors.New("down"))
 	l, err := c.TryLock(ctx, "k", ttl, WithFencing())
 	require.NoError(t, err)
 	require.Equal(t, uint64(11), l.Fence())
@@ -60,11 +58,7 @@ func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
 	}
 	require.NoError(t, l.Unlock(ctx))
 
-	for _, n := range nodes[3:] {
-		n.mu.Lock()
-		n.fail = nil
-		n.mu.Unlock()
-	}
+	failOn(nodes[3:], nil)
 	nodes[0].set("k", "foreign")
 	nodes[1].set("k", "foreign")
 	l2, err := c.TryLock(ctx, "k", ttl, WithFencing())
@@ -82,11 +76,7 @@ func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	qe := quorumError(t, err)
 	require.Equal(t, "fence", qe.Op)
 	require.Equal(t, 3, qe.Count(NodeFailed), "the nodes that could not store the fence")
-	require.NoError(t, c.Close())
-	for _, n := range nodes {
-		_, held := n.get("k")
-		require.False(t, held, "%s keeps the lock of a failed fenced acquisition", n.addr)
-	}
+	requireFree(t, c, nodes, "k")
 }
 
 func TestFence_validityCountsTheStoreRound(t *testing.T) {
@@ -106,10 +96,7 @@ func TestFence_validityCountsTheStoreRound(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			n.mu.Lock()
-			p := n.parked
-			n.mu.Unlock()
-			if p == 0 {
+			if n.parkedCount() == 0 {
 				return false
 			}
 		}
@@ -137,11 +124,7 @@ func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
 		_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
 		done <- err
 	}()
-	require.Eventually(t, func() bool {
-		nodes[0].mu.Lock()
-		defer nodes[0].mu.Unlock()
-		return nodes[0].parked > 0
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return nodes[0].parkedCount() > 0 }, 5*time.Second, time.Millisecond)
 	require.True(t, clk.WaitTimers(1, nil))
 	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
 	for _, o := range open {
@@ -149,11 +132,7 @@ func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
 	}
 	err := <-done
 	require.ErrorIs(t, err, ErrNotAcquired)
-	require.NoError(t, c.Close())
-	for _, n := range nodes {
-		_, held := n.get("k")
-		require.False(t, held)
-	}
+	requireFree(t, c, nodes, "k")
 }
 
 func TestFence_extendKeepsTheFence(t *testing.T) {

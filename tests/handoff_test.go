@@ -41,7 +41,7 @@ func TestLock_aHandOffNeedsNoRound(t *testing.T) {
 			// queue entries only every 5 node timeouts, so every round b
 			// sends is one the test asked for. No drift allowance but the
 			// 2ms floor.
-			b := newClient(t, pools, redlock.WithNodeTimeout(10*time.Second), redlock.WithDriftFactor(0))
+			b := newClient(t, pools, noRefresh, redlock.WithDriftFactor(0))
 			gotB := lockAsync(ctxT(t, time.Minute), b, key, longTTL, neverRetry)
 			awaitWaiting(t, e.nodes, key, 2)
 			// b asked with SET NX, then with the script, which queued it.
@@ -67,9 +67,8 @@ func TestLock_aHandOffNeedsNoRound(t *testing.T) {
 				rb.l.Until(), queuedAt)
 			require.Positive(t, rb.l.Validity())
 			require.NoError(t, rb.l.Unlock(ctxT(t, quickly)))
-			for i, s := range e.nodes {
-				_, ok := get(t, s, key)
-				require.False(t, ok, "node %d still has the key", i)
+			for i := range e.nodes {
+				requireAbsent(t, e.nodes, i, key)
 			}
 		})
 	}
@@ -149,8 +148,7 @@ func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
 	key := newKey(t)
 	holder := e.client()
 	held := takeEverywhere(t, e, holder, key, hourTTL)
-	c, err := redlock.New(newPools(t, e.addrs), redlock.WithNodeTimeout(testNodeTimeout))
-	require.NoError(t, err)
+	c := newClient(t, newPools(t, e.addrs)) // closed here first; a second Close does nothing
 	got := lockAsync(ctxT(t, time.Minute), c, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
 
@@ -292,32 +290,18 @@ func TestLock_aRestoredHandleTakesTheWaitedLockOutOfTheQueue(t *testing.T) {
 	require.NoError(t, r.err)
 	id, _, ok := strings.Cut(r.l.Token(), "/")
 	require.True(t, ok, "a waited lock's token names its Lock call")
-	var entries int
-	for _, s := range e.nodes {
-		if score, _ := s.Do("ZSCORE", key+":waiters", id); score != nil {
-			entries++
-		}
-	}
-	require.Equal(t, len(e.nodes), entries, "queued everywhere by its refused round, kept there by its winning round")
+	require.Equal(t, len(e.nodes), queuedOn(t, e.nodes, key, id), "queued everywhere by its refused round, kept there by its winning round")
 
 	// Another process (here another Client) releases it by key and token.
 	// Unlock returns once a quorum released: those nodes dropped the entry
 	// (it would otherwise last until the queue expires, a second or more).
 	other := newClient(t, newPools(t, e.addrs))
 	require.NoError(t, other.Restore(key, r.l.Token()).Unlock(ctxT(t, quickly)))
-	left := 0
-	for _, s := range e.nodes {
-		if score, _ := s.Do("ZSCORE", key+":waiters", id); score != nil {
-			left++
-		}
-	}
-	require.LessOrEqual(t, left, len(e.nodes)-3, "the releasing quorum took the call out of its queues")
+	require.LessOrEqual(t, queuedOn(t, e.nodes, key, id), len(e.nodes)-3, "the releasing quorum took the call out of its queues")
 	for i, s := range e.nodes {
 		require.Eventually(t, func() bool {
-			score, err := s.Do("ZSCORE", key+":waiters", id)
-			require.NoError(t, err)
 			_, held := get(t, s, key)
-			return score == nil && !held
+			return !inQueue(t, s, key, id) && !held
 		}, 10*time.Second, time.Millisecond, "node %d: the call is still queued or the key held", i)
 	}
 }

@@ -29,6 +29,12 @@ var neverRetry = redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Min
 // hourTTL is a holder's TTL that no test outlives.
 const hourTTL = time.Hour
 
+// noRefresh is a node timeout for a waiting Client that makes its refresh
+// interval (5 node timeouts: a waiter asks again at least that often)
+// longer than any test: a waiter that gets the lock within the test was
+// woken by an announcement.
+var noRefresh = redlock.WithNodeTimeout(10 * time.Second)
+
 // countingPool counts the acquisition rounds sent through a pool: plain
 // SET NX, and the acquisition script (the only call whose first argument
 // is its key count).
@@ -127,6 +133,26 @@ func queued(t testing.TB, s *redistest.Server, key string) int64 {
 	return n
 }
 
+// inQueue reports whether node s has waiter id queued for key.
+func inQueue(t testing.TB, s *redistest.Server, key, id string) bool {
+	t.Helper()
+	score, err := s.Do("ZSCORE", key+":waiters", id)
+	require.NoError(t, err)
+	return score != nil
+}
+
+// queuedOn counts the nodes that have waiter id queued for key.
+func queuedOn(t testing.TB, nodes []*redistest.Server, key, id string) int {
+	t.Helper()
+	n := 0
+	for _, s := range nodes {
+		if inQueue(t, s, key, id) {
+			n++
+		}
+	}
+	return n
+}
+
 // awaitWaiting waits until every node has n waiters queued for key and a
 // subscription to its channel.
 func awaitWaiting(t testing.TB, nodes []*redistest.Server, key string, n int64) {
@@ -179,7 +205,7 @@ func TestLock_isWokenByTheRelease(t *testing.T) {
 				base = redigoPools(t, e.addrs)
 			}
 			pools, rounds := counted(base)
-			waiter := newClient(t, pools)
+			waiter := newClient(t, pools, noRefresh)
 
 			held := takeEverywhere(t, e, holder, key, hourTTL)
 			got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
@@ -525,17 +551,13 @@ func TestLock_withoutQueueingIsStillWokenByTheRelease(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client(redlock.WithHandoffWindow(0))
-	waiter := newClient(t, newPools(t, e.addrs), redlock.WithHandoffWindow(0))
+	pools, rounds := counted(newPools(t, e.addrs))
+	waiter := newClient(t, pools, redlock.WithHandoffWindow(0), noRefresh)
 	held := takeEverywhere(t, e, holder, key, hourTTL)
 	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
-	require.Eventually(t, func() bool {
-		for _, s := range e.nodes {
-			if numSub(t, s, redlock.ReleaseChannel(key)) == 0 {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, time.Millisecond)
+	// SET NX, then the script round, which queues a waiter when there is a
+	// queue.
+	require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
 	for _, s := range e.nodes {
 		require.Zero(t, queued(t, s, key), "no queue without a hand-off window")
 	}
@@ -604,11 +626,7 @@ func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
 	// drops it.
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 	for i, s := range e.nodes {
-		require.Eventually(t, func() bool {
-			score, err := s.Do("ZSCORE", key+":waiters", "ghost")
-			require.NoError(t, err)
-			return score == nil
-		}, 10*time.Second, time.Millisecond, "node %d: the ghost was dropped from the queue", i)
+		require.Eventually(t, func() bool { return !inQueue(t, s, key, "ghost") }, 10*time.Second, time.Millisecond, "node %d: the ghost was dropped from the queue", i)
 	}
 }
 
@@ -618,7 +636,7 @@ func TestLock_isWokenWhileANodeIsPaused(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
-	waiter := newClient(t, newPools(t, e.addrs))
+	waiter := newClient(t, newPools(t, e.addrs), noRefresh)
 	held := takeEverywhere(t, e, holder, key, hourTTL)
 	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
