@@ -409,3 +409,77 @@ func failNodesInTurn(e *env) (stop func() error) {
 		return <-faults
 	}
 }
+
+// freezer is a TCP proxy on 127.0.0.1 in front of one node. Its freeze
+// makes the connections open at that moment drop everything they carry,
+// both ways, without closing them: a network that stopped delivering.
+// Connections made afterwards pass.
+type freezer struct {
+	*fakeServer
+	mu     sync.Mutex
+	live   map[net.Conn]*atomic.Bool // by client side: whether it is frozen
+	target string
+}
+
+// startFreezer proxies to target until the test ends.
+func startFreezer(t testing.TB, target string) *freezer {
+	t.Helper()
+	f := &freezer{live: map[net.Conn]*atomic.Bool{}, target: target}
+	f.fakeServer = startFakeServer(t, f.serve)
+	return f
+}
+
+func (f *freezer) serve(c net.Conn) {
+	defer c.Close()
+	up, err := net.DialTimeout("tcp", f.target, quickly)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	frozen := new(atomic.Bool)
+	f.mu.Lock()
+	f.live[c] = frozen
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.live, c)
+		f.mu.Unlock()
+	}()
+	// Either direction ending closes both, which ends the other.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		forward(up, c, frozen)
+		_, _ = c.Close(), up.Close()
+	}()
+	forward(c, up, frozen)
+	_, _ = c.Close(), up.Close()
+	<-done
+}
+
+// forward copies from src to dst until src fails, and drops what it reads
+// while frozen.
+func forward(dst, src net.Conn, frozen *atomic.Bool) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		if frozen.Load() {
+			continue
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// freeze silences every connection open now.
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, frozen := range f.live {
+		frozen.Store(true)
+	}
+}

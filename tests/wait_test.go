@@ -648,3 +648,59 @@ func TestLock_isWokenWhileANodeIsPaused(t *testing.T) {
 	require.NoError(t, e.nodes[0].Resume())
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 }
+
+// pubsubClients returns the ids of node s's pub/sub connections.
+func pubsubClients(t testing.TB, s *redistest.Server) []string {
+	t.Helper()
+	list, err := redis.String(s.Do("CLIENT", "LIST", "TYPE", "pubsub"))
+	require.NoError(t, err)
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if id, ok := strings.CutPrefix(strings.Fields(line + " ")[0], "id="); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// pubsubSilence is longer than a Client lets a pub/sub connection stay
+// silent (3 s; it pings every second) before it dials the node again.
+const pubsubSilence = 4 * time.Second
+
+// A Client pings its pub/sub connections: one that answers is kept
+// however quiet the key, and one that went silent without closing (a
+// network that stopped delivering) is dialled again, so that the waiter
+// still hears the release from that node.
+func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
+	e := newEnv(t, 3) // quorum 2
+	key := newKey(t)
+	holder := e.client()
+	proxy := startFreezer(t, e.addrs[0])
+	waiter := newClient(t, newPools(t, append([]string{proxy.Addr()}, e.addrs[1:]...)), noRefresh)
+	held := takeEverywhere(t, e, holder, key, hourTTL)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+
+	first := pubsubClients(t, e.nodes[0])
+	require.Len(t, first, 1)
+	time.Sleep(pubsubSilence)
+	require.Equal(t, first, pubsubClients(t, e.nodes[0]), "a quiet connection that answers the pings is kept")
+
+	// Node 2 is gone and node 0 now hears nothing from the waiter's
+	// connections: the waiter holds a quorum of hand-offs only once node
+	// 0's announcement reaches it, which takes a new connection.
+	require.NoError(t, e.nodes[2].Kill())
+	proxy.freeze()
+	require.Eventually(t, func() bool {
+		ids := pubsubClients(t, e.nodes[0])
+		return len(ids) == 1 && ids[0] != first[0] && numSub(t, e.nodes[0], redlock.ReleaseChannel(key)) == 1
+	}, pubsubSilence+10*time.Second, 10*time.Millisecond, "the silent connection is replaced and subscribes again")
+	require.NoError(t, held.Unlock(ctxT(t, quickly)), "nodes 0 and 1 release: a quorum")
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		require.Equal(t, r.l.Token(), func() string { v, _ := get(t, e.nodes[0], key); return v }(), "node 0 handed the key to the waiter")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not hear node 0's release on its new connection")
+	}
+}
