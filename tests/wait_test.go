@@ -655,9 +655,9 @@ func pubsubClients(t testing.TB, s *redistest.Server) []string {
 	list, err := redis.String(s.Do("CLIENT", "LIST", "TYPE", "pubsub"))
 	require.NoError(t, err)
 	var ids []string
-	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-		if id, ok := strings.CutPrefix(strings.Fields(line + " ")[0], "id="); ok {
-			ids = append(ids, id)
+	for _, line := range strings.Split(list, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "id=") {
+			ids = append(ids, f[0])
 		}
 	}
 	return ids
