@@ -2,12 +2,9 @@
 -- free, or when it holds a reservation or a hand-off for this caller. A
 -- refused caller that waits is queued, so that the key goes to the longest
 -- waiter.
--- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
--- priority, smaller first); KEYS[3] the waiters' entries (hash: waiter id
--- -> "<deadline> <round> <ttl> <hand-off token>", or "<deadline>" alone
--- for a waiter that takes no hand-off; the deadline is the node time in
--- µs after which the entry is stale). With fencing also KEYS[4] the fence
--- counter and KEYS[5] the node epoch.
+-- KEYS[1] the lock key, KEYS[2] the waiters and KEYS[3] their entries
+-- (see queue.lua); with fencing also KEYS[4] the fence counter and
+-- KEYS[5] the node epoch.
 -- ARGV[1] the owner token; ARGV[2] the TTL in ms; ARGV[3] the waiter id,
 -- "" for a caller that does not wait; ARGV[4] the waiter's priority: the
 -- wall-clock time (µs) its wait began, the same for every node; ARGV[5]
@@ -18,12 +15,9 @@
 -- waiter's rounds; ARGV[10] the waiter's hand-off token, "" for none;
 -- with fencing ARGV[11] a random epoch, stored only when the node has none
 -- yet.
--- A release gives the key to the head of the queue (see release.lua): it
--- sets the head's hand-off token with the head's TTL, or, for a waiter
--- that takes no hand-off, a reservation "redlock:reserved:<id>" for the
--- window that only that waiter's round may replace. A waiter that finds
--- the key free while an older waiter is queued (the holder's key ran out,
--- nobody released it) gives the key to that waiter the same way.
+-- A release gives the key to the head of the queue (giveToHead,
+-- queue.lua), and so does a waiter that finds the key free while an older
+-- waiter is queued (the holder's key ran out, nobody released it).
 -- A round replaces the waiter's own hand-off token with its token, unless
 -- a later round of the waiter already ran here, or the waiter has no entry
 -- here: a round that arrives late must not take back what the waiter was
@@ -35,70 +29,11 @@ local id, round, mine = ARGV[3], tonumber(ARGV[9]), ARGV[10]
 local v = redis.call("GET", KEYS[1])
 local now = 0
 if id ~= "" then
-	local t = redis.call("TIME")
-	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- entry reads a waiter's entry: its deadline, and its latest round, TTL
--- and hand-off token when it takes hand-offs.
-local function entry(w)
-	local s = redis.call("HGET", KEYS[3], w)
-	if not s then
-		return nil
-	end
-	local d, r, ttl, tok = string.match(s, "^(%d+) (%d+) (%d+) (.+)$")
-	if d then
-		return tonumber(d), tonumber(r), ttl, tok
-	end
-	return tonumber(s), 0
-end
-
--- outlive makes the queue last ttl ms at least: as long as its newest
--- entry, or a hand-off token just given (the entry's round, which refuses
--- the waiter's late rounds, then lasts as long as the token).
-local function outlive(ttl)
-	for i = 2, 3 do
-		if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
-			redis.call("PEXPIRE", KEYS[i], ttl)
-		end
-	end
+	now = clock()
 end
 
 if not v and id ~= "" and tonumber(ARGV[8]) > 0 then
-	-- Stale entries (waiters that left without saying so) are dropped
-	-- from the head of the queue; a bounded number per call.
-	for _ = 1, 64 do
-		local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
-		if not head then
-			break
-		end
-		local deadline, r, ttl, tok = entry(head)
-		if deadline and deadline > now then
-			if head ~= id then
-				-- Only the Client of the waiter (its id is "<client>.<n>")
-				-- hears it.
-				local cid = string.match(head, "^([^.]*)%.") or ""
-				local ch = "redlock:handoff:" .. cid .. ":" .. KEYS[1]
-				if tok then
-					-- As for a round that wins: the entry runs out well
-					-- before the key, should the waiter be gone.
-					v = tok
-					redis.call("SET", KEYS[1], v, "PX", ttl)
-					local keep = math.min(tonumber(ARGV[7]), math.floor(tonumber(ttl) / 2))
-					redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + keep * 1000, r, ttl, tok))
-					outlive(ttl)
-					redis.call("PUBLISH", ch, head .. " " .. r)
-				else
-					v = "redlock:reserved:" .. head
-					redis.call("SET", KEYS[1], v, "PX", ARGV[8])
-					redis.call("PUBLISH", ch, head)
-				end
-			end
-			break
-		end
-		redis.call("ZREM", KEYS[2], head)
-		redis.call("HDEL", KEYS[3], head)
-	end
+	v = giveToHead(now, tonumber(ARGV[7]), ARGV[8], id)
 end
 
 local last = 0 -- the latest round of this waiter that ran here

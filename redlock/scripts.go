@@ -7,6 +7,8 @@ import (
 )
 
 var (
+	//go:embed queue.lua
+	queueSource string
 	//go:embed acquire.lua
 	acquireSource string
 	//go:embed release.lua
@@ -20,9 +22,11 @@ var (
 
 	// The scripts take the keys in KEYS and every value in ARGV; nothing
 	// is ever interpolated into their source. The acquisition script takes
-	// 3 keys, 5 with fencing, so its key count goes with each call.
-	acquireScript     = redis.NewScript(-1, acquireSource)
-	releaseScript     = redis.NewScript(3, releaseSource)
+	// 3 keys, 5 with fencing, so its key count goes with each call. The
+	// two scripts that work on the waiters' queue share its functions,
+	// which come first in their source.
+	acquireScript     = redis.NewScript(-1, queueSource+acquireSource)
+	releaseScript     = redis.NewScript(3, queueSource+releaseSource)
 	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
 	extendScript      = redis.NewScript(1, extendSource)
 	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)

@@ -160,11 +160,17 @@ func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
 }
 
-// script loads one of redlock's Lua scripts from its source file.
+// script loads one of redlock's Lua scripts from its source file, after
+// the queue's functions, as redlock does for the scripts that use them.
 func script(t *testing.T, name string, keys int) *redis.Script {
 	t.Helper()
 	src, err := os.ReadFile("../redlock/" + name)
 	require.NoError(t, err)
+	if name == "acquire.lua" || name == "release.lua" {
+		queue, err := os.ReadFile("../redlock/queue.lua")
+		require.NoError(t, err)
+		src = append(queue, src...)
+	}
 	return redis.NewScript(keys, string(src))
 }
 

@@ -1,0 +1,85 @@
+-- The waiters' queue, shared by acquire.lua and release.lua: this source
+-- is put in front of each of them.
+-- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
+-- priority, smaller first); KEYS[3] the waiters' entries (hash: waiter id
+-- -> "<deadline> <round> <ttl> <hand-off token>", or "<deadline>" alone
+-- for a waiter that takes no hand-off; the deadline is the node time in
+-- µs after which the entry is stale).
+
+-- clock returns the node's time in µs.
+local function clock()
+	local t = redis.call("TIME")
+	return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- entry reads a waiter's entry: its deadline, and its latest round, TTL
+-- and hand-off token when it takes hand-offs (round 0 otherwise).
+local function entry(w)
+	local s = redis.call("HGET", KEYS[3], w)
+	if not s then
+		return nil
+	end
+	local d, r, ttl, tok = string.match(s, "^(%d+) (%d+) (%d+) (.+)$")
+	if d then
+		return tonumber(d), tonumber(r), ttl, tok
+	end
+	return tonumber(s), 0
+end
+
+-- outlive makes the queue last ttl ms at least: as long as its newest
+-- entry, or a hand-off token just given (the entry's round, which refuses
+-- the waiter's late rounds, then lasts as long as the token).
+local function outlive(ttl)
+	for i = 2, 3 do
+		if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
+			redis.call("PEXPIRE", KEYS[i], ttl)
+		end
+	end
+end
+
+-- giveToHead gives the free lock key to the longest live waiter, unless
+-- that waiter is except, and returns the key's new value; nil when the key
+-- stays free. A waiter with a hand-off token gets it, with the waiter's
+-- TTL, and holds the key here without asking again; its entry then runs
+-- out after keep ms at most (half its TTL at most), as for a round that
+-- wins, should the waiter be gone. A waiter without one gets
+-- "redlock:reserved:<id>" for window ms: SET NX from anyone fails, and
+-- the acquisition script lets that waiter in. Either is announced to the
+-- waiter's Client alone (a waiter id is "<client>.<n>"), on
+-- "redlock:handoff:<client>:<key>": "<id> <round>" for a hand-off (the
+-- waiter's latest round that ran here), "<id>" for a reservation. Stale
+-- entries (waiters that left without saying so) are dropped from the head
+-- of the queue on the way, a bounded number per call. now is the node
+-- time in µs, or nil to read it when needed.
+local function giveToHead(now, keep, window, except)
+	for _ = 1, 64 do
+		local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+		if not head then
+			return nil
+		end
+		now = now or clock()
+		local deadline, r, ttl, tok = entry(head)
+		if deadline and deadline > now then
+			if head == except then
+				return nil
+			end
+			local ch = "redlock:handoff:" .. (string.match(head, "^([^.]*)%.") or "") .. ":" .. KEYS[1]
+			if tok then
+				redis.call("SET", KEYS[1], tok, "PX", ttl)
+				local k = math.min(keep, math.floor(tonumber(ttl) / 2))
+				redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + k * 1000, r, ttl, tok))
+				outlive(ttl)
+				redis.call("PUBLISH", ch, head .. " " .. r)
+				return tok
+			end
+			local v = "redlock:reserved:" .. head
+			redis.call("SET", KEYS[1], v, "PX", window)
+			redis.call("PUBLISH", ch, head)
+			return v
+		end
+		redis.call("ZREM", KEYS[2], head)
+		redis.call("HDEL", KEYS[3], head)
+	end
+	return nil
+end
+
