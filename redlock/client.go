@@ -228,13 +228,13 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // for the waiting Lock call w (nil for TryLock). A plain round sends SET
 // NX PX, the cheapest command there is; otherwise the acquisition script
 // runs, which also queues w when the key is held and reports the holder's
-// TTL. A reservation of the key for a waiter refuses SET NX too. It
-// returns the round too, nil when none was sent, so that a waiting Lock can
-// read the refusals.
+// TTL. A reservation of the key for a waiter refuses SET NX too. A fenced
+// acquisition always runs the script, which also reads the fence
+// counters, and then stores the fence on a quorum (storeFence). It
+// returns the round too, nil when none was sent, so that a waiting Lock
+// can read the refusals.
 func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter, plain bool) (*Lock, *round, error) {
-	if cfg.fencing {
-		return c.acquireFenced(ctx, key, ttl, cfg, w)
-	}
+	plain = plain && !cfg.fencing
 	token, err := c.roundToken(w, plain)
 	if err != nil {
 		return nil, nil, err
@@ -244,17 +244,37 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	if plain {
 		o = op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
 	} else {
-		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, nil), status: acquireStatus, keep: true}
+		var fence []any
+		if cfg.fencing {
+			epoch, err := newToken()
+			if err != nil {
+				return nil, nil, err
+			}
+			fence = []any{FenceKey(key), epoch}
+		}
+		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, fence), status: acquireStatus, keep: true}
 	}
 	r, err := c.run(ctx, false, o)
 	if err != nil {
 		return nil, nil, err
 	}
 	until := c.validUntil(r.start, ttl)
-	if r.ok && until.Sub(c.cfg.clock.Now()) > cfg.minValidity {
-		return c.newLock(ctx, key, token, ttl, r, until, cfg), r, nil
+	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+		return nil, r, c.failAcquire(ctx, key, token, r, until)
 	}
-	return nil, r, c.failAcquire(ctx, key, token, r, until)
+	var fence uint64
+	if cfg.fencing {
+		if fence, err = c.storeFence(ctx, key, token, r); err != nil {
+			return nil, nil, err
+		}
+		// The validity is counted from the first round's start, after both.
+		if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
+			return nil, r, c.failAcquire(ctx, key, token, r, until)
+		}
+	}
+	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
+	l.fence = fence
+	return l, r, nil
 }
 
 // acquireArgs are the acquisition script's keys and arguments; fence is

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 )
 
 // EpochKey is the key, on every node, that holds the node's epoch: a
@@ -126,45 +125,20 @@ func (c *Client) seeEpoch(i int, epoch string) {
 	}
 }
 
-// acquireFenced is one fenced acquisition: the acquisition round with the
-// fenced script, then the round that stores the fence on a quorum.
-func (c *Client) acquireFenced(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, wt *waiter) (*Lock, *round, error) {
-	token, err := newToken()
-	if err != nil {
-		return nil, nil, err
-	}
-	epoch, err := newToken()
-	if err != nil {
-		return nil, nil, err
-	}
-	ms := ttl.Milliseconds()
-	fkey := FenceKey(key)
-	r, err := c.run(ctx, false, op{script: acquireScript,
-		args: c.acquireArgs(key, token, ms, wt, []any{fkey, epoch}), status: acquireStatus, keep: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	until := c.validUntil(r.start, ttl)
-	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, r, c.failAcquire(ctx, key, token, r, until)
-	}
+// storeFence stores the fence of the fenced acquisition round r (of key,
+// with token) on a quorum of nodes and returns it. When that fails, it
+// releases the nodes r took and returns the error.
+func (c *Client) storeFence(ctx context.Context, key, token string, r *round) (uint64, error) {
 	fence := c.fenceOf(r)
-	w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{fkey, fence}, status: scriptStatus})
+	w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence}, status: scriptStatus})
+	if err == nil && !w.ok {
+		err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
+	}
 	if err != nil {
 		c.releaseFailed(ctx, key, token, r)
-		return nil, nil, err
+		return 0, err
 	}
-	if !w.ok {
-		c.releaseFailed(ctx, key, token, r)
-		return nil, nil, c.quorumError("fence", key, w, ErrNotAcquired, 0)
-	}
-	// The validity is counted from the first round's start, after both.
-	if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, r, c.failAcquire(ctx, key, token, r, until)
-	}
-	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
-	l.fence = fence
-	return l, r, nil
+	return fence, nil
 }
 
 // fenceState is the Client's view of the nodes' epochs.
