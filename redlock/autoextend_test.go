@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,6 +238,67 @@ func TestLock_autoExtend_unlockStopsItAndLeavesNoGoroutine(t *testing.T) {
 	// The Client is still open: only Unlock can have stopped the extender.
 	goleak.VerifyNone(t, ignore)
 	require.Zero(t, clk.Timers())
+}
+
+// stuckExtender returns a lock whose extender has made an extension and
+// now waits, inside it, until the returned function is called.
+func stuckExtender(t *testing.T) (*Client, *Lock, func()) {
+	t.Helper()
+	c, _, clk, attempts := newExtendingClient(t)
+	proceed := make(chan struct{})
+	c.onExtend = func(err error) {
+		attempts <- err
+		<-proceed
+	}
+	l, err := c.TryLock(context.Background(), "k", ttl, WithAutoExtend(extInterval))
+	require.NoError(t, err)
+	require.True(t, armed(t, clk, nil))
+	clk.Advance(extInterval)
+	require.NoError(t, attempt(t, attempts))
+	var once sync.Once
+	unstick := func() { once.Do(func() { close(proceed) }) }
+	t.Cleanup(unstick)
+	return c, l, unstick
+}
+
+// returnsOnlyAfter runs call, and requires it not to have returned before
+// unstick (given time to return wrongly) and to return after it.
+func returnsOnlyAfter(t *testing.T, call func() error, unstick func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned while the extender was still running: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	unstick()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not return after the extender stopped")
+	}
+}
+
+func TestLock_autoExtend_unlockWaitsForTheExtender(t *testing.T) {
+	_, l, unstick := stuckExtender(t)
+	returnsOnlyAfter(t, func() error { return l.Unlock(context.Background()) }, unstick)
+	select {
+	case <-l.ext.done:
+	default:
+		t.Fatal("Unlock returned before the extender")
+	}
+}
+
+func TestClient_Close_waitsForTheExtender(t *testing.T) {
+	c, l, unstick := stuckExtender(t)
+	returnsOnlyAfter(t, c.Close, unstick)
+	select {
+	case <-l.ext.done:
+	default:
+		t.Fatal("Close returned before the extender")
+	}
 }
 
 func TestClient_Close_stopsAutomaticExtension(t *testing.T) {

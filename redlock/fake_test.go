@@ -32,6 +32,9 @@ type fakeNode struct {
 	parked int    // calls that have waited at a gate
 	calls  []string
 	tokens []string // the token of every SET
+	// fenceAhead makes every write-back find the counter already at its
+	// fence, as if another write-back had just landed.
+	fenceAhead bool
 }
 
 func newFakeNode(addr string) *fakeNode {
@@ -139,10 +142,15 @@ func (f *fakeNode) Eval(_ context.Context, s *redis.Script, keysAndArgs ...any) 
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		cur, _ := strconv.ParseUint(f.data[fkey], 10, 64)
+		if f.fenceAhead {
+			cur = max(cur, fence)
+			f.data[fkey] = strconv.FormatUint(cur, 10)
+		}
 		if fence > cur {
 			f.data[fkey] = strconv.FormatUint(fence, 10)
+			return int64(1), nil
 		}
-		return int64(1), nil
+		return []any{int64(0), []byte(strconv.FormatUint(cur, 10))}, nil
 	}
 	// release and extend: KEYS[1] the key; ARGV[1] the token.
 	nkeys := 1

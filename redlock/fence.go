@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+
+	"github.com/quorumlock/redlock/pool"
 )
 
 // EpochKey is the key, on every node, that holds the node's epoch: a
@@ -22,10 +24,13 @@ func FenceKey(key string) string { return key + ":fence" }
 // (Lock.Fence). It costs a second quorum round: the acquisition reads each
 // node's fence counter for the key atomically with SET NX, takes the
 // largest counter among the nodes that granted the lock plus one, and
-// stores it back on a quorum of nodes before returning. The time of both
-// rounds counts against the validity. When the second round does not reach
-// a quorum, the lock is released and the acquisition fails with
-// ErrNotAcquired (a *QuorumError with Op "fence").
+// writes it back before returning. A node takes the fence only when it is
+// above its counter; the write-back must be taken by a quorum, and when
+// refusals rule that out it is repeated with one more than the largest
+// refusing counter (3 rounds at most). The time of all rounds counts
+// against the validity. When no write-back round reaches a quorum, the
+// lock is released and the acquisition fails with ErrNotAcquired (a
+// *QuorumError with Op "fence").
 //
 // For one key, a lock acquired after another fenced lock was acquired
 // (its TryLock or Lock returned) always has a strictly larger fence, as
@@ -125,20 +130,84 @@ func (c *Client) seeEpoch(i int, epoch string) {
 	}
 }
 
-// storeFence stores the fence of the fenced acquisition round r (of key,
-// with token) on a quorum of nodes and returns it. When that fails, it
-// releases the nodes r took and returns the error.
+// fenceRounds bounds the write-back rounds of one fenced acquisition: a
+// node refuses a fence that is not above its counter, and the next round
+// proposes more than every refusing counter, so a second round is enough
+// unless write-backs of other acquisitions keep landing meanwhile.
+const fenceRounds = 3
+
+// storeFence writes back the fence of the fenced acquisition round r (of
+// key, with token) and returns it once a quorum of nodes took it: each
+// of them held a lower counter, which makes the fence larger than any
+// fence an earlier acquisition returned (docs/fencing.md). Refused by
+// nodes that already held as much, it proposes one more than the largest
+// refusing counter, up to fenceRounds rounds. When that fails, it
+// releases the nodes r took and returns the error: the last round's
+// *QuorumError with Op "fence", matching ErrNotAcquired.
 func (c *Client) storeFence(ctx context.Context, key, token string, r *round) (uint64, error) {
 	fence := c.fenceOf(r)
-	w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence}, status: scriptStatus})
-	if err == nil && !w.ok {
-		err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
-	}
-	if err != nil {
+	for n := 1; ; n++ {
+		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence},
+			status: fenceStatus, keep: true})
+		if err == nil && w.ok {
+			return fence, nil
+		}
+		if err == nil {
+			err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
+			if top, refused := refusedCounter(w); refused && n < fenceRounds {
+				fence = max(fence, top+1)
+				continue
+			}
+		}
 		c.releaseFailed(ctx, key, token, r)
 		return 0, err
 	}
-	return fence, nil
+}
+
+// fenceStatus reads the write-back's reply: 1 when the node took the
+// fence, {0, counter} when it refused it.
+func fenceStatus(addr string, reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		return NodeFailed, err
+	}
+	if n, ok := reply.(int64); ok && n == 1 {
+		return NodeOK, nil
+	}
+	if _, ok := refusal(reply); ok {
+		return NodeRefused, nil
+	}
+	return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
+}
+
+// refusal reads a write-back's refusal {0, counter}.
+func refusal(reply any) (uint64, bool) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 2 {
+		return 0, false
+	}
+	if code, ok := vs[0].(int64); !ok || code != 0 {
+		return 0, false
+	}
+	s, ok := replyString(vs[1])
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// refusedCounter returns the largest counter among the nodes that refused
+// write-back round w, and whether any did.
+func refusedCounter(w *round) (top uint64, refused bool) {
+	for i, n := range w.nodes {
+		if n.Status != NodeRefused {
+			continue
+		}
+		if v, ok := refusal(w.replies[i]); ok {
+			top, refused = max(top, v), true
+		}
+	}
+	return top, refused
 }
 
 // fenceState is the Client's view of the nodes' epochs.

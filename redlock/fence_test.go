@@ -66,6 +66,74 @@ func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
 	require.Equal(t, uint64(12), l2.Fence(), "a lock on {3,4,5} after the one fenced 11")
 }
 
+// A round can be granted by some nodes before an earlier holder wrote its
+// fence back, and read stale counters there. Here lock A (played on the
+// nodes) held {0,1,2} with fence 1, wrote it back on {1,2,3,4} (not on
+// node 0) and released node 0. Lock B's round was granted by nodes 3 and
+// 4 before that write-back and by node 0 after the release: every counter
+// it read is 0, so it proposes 1, A's fence. Nodes 1-4 refuse it, and B
+// writes back 2.
+func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.set("k", "lock-A")
+	}
+	open := nodes[0].hold("SET")
+	type result struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
+		done <- result{l, err}
+	}()
+	require.Eventually(t, func() bool {
+		for _, n := range nodes[1:] {
+			if n.count("SET") == 0 {
+				return false
+			}
+		}
+		return nodes[0].parkedCount() == 1
+	}, 5*time.Second, time.Millisecond, "granted by nodes 3 and 4, refused by 1 and 2, waiting for node 0")
+	for _, n := range nodes[1:] {
+		n.set("k:fence", "1")
+	}
+	loseOn(nodes[:1], "k")
+	open()
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, uint64(2), r.l.Fence(), "1 is lock A's fence")
+	require.Equal(t, 2, nodes[1].count("fence-store"), "a second write-back round")
+	for _, n := range nodes {
+		v, _ := n.get("k:fence")
+		require.Equal(t, "2", v, n.addr)
+	}
+}
+
+// Write-backs refused round after round (other write-backs keep landing
+// above them) end the acquisition after fenceRounds rounds.
+func TestFence_writeBackRefusedEveryRoundFailsAndReleases(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes {
+		n.fenceAhead = true
+	}
+	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
+	require.ErrorIs(t, err, ErrNotAcquired)
+	qe := quorumError(t, err)
+	require.Equal(t, "fence", qe.Op)
+	require.GreaterOrEqual(t, qe.Count(NodeRefused), 3, "a quorum is out of reach")
+	requireFree(t, c, nodes, "k")
+	require.Eventually(t, func() bool {
+		for _, n := range nodes {
+			if n.count("fence-store") != fenceRounds {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "every round reached every node, and no round followed")
+}
+
 func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {

@@ -223,3 +223,27 @@ func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) 
 	require.Equal(t, "B", store.value)
 	require.NoError(t, lb.Unlock(ctx))
 }
+
+// The write-back script on a real node: it takes a fence above the
+// counter, and refuses one that is not above it, naming the counter.
+func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
+	e := newEnv(t, 1)
+	fkey := redlock.FenceKey(newKey(t))
+	store := script(t, "fence_store.lua", 1)
+	conn := dialNode(t, e.nodes[0])
+	for _, tc := range []struct {
+		fence int
+		want  any
+	}{
+		{5, int64(1)},
+		{5, []any{int64(0), []byte("5")}},
+		{3, []any{int64(0), []byte("5")}},
+		{6, int64(1)},
+	} {
+		got, err := store.Do(conn, fkey, tc.fence)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "fence %d", tc.fence)
+	}
+	v, _ := get(t, e.nodes[0], fkey)
+	require.Equal(t, "6", v)
+}
