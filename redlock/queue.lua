@@ -37,9 +37,10 @@ local function outlive(ttl)
 	end
 end
 
--- giveToHead gives the free lock key to the longest live waiter, unless
--- that waiter is except, and returns the key's new value; nil when the key
--- stays free. A waiter with a hand-off token gets it, with the waiter's
+-- giveToHead gives the lock key (free, or being released by its holder)
+-- to the longest live waiter, unless that waiter is except, and returns
+-- the key's new value; nil when it gave the key to no one and left it as
+-- it was. A waiter with a hand-off token gets it, with the waiter's
 -- TTL, and holds the key here without asking again; its entry then runs
 -- out after keep ms at most (half its TTL at most), as for a round that
 -- wins, should the waiter be gone. A waiter without one gets

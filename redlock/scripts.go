@@ -39,7 +39,7 @@ func deadlinesKey(key string) string { return key + ":waiters:until" }
 
 // reservedPrefix starts the value a release leaves in the lock key to keep
 // it for a waiter that takes no hand-off (a fenced one): reservedPrefix +
-// the waiter's id (acquire.lua, release.lua).
+// the waiter's id (giveToHead in queue.lua; acquire.lua lets it in).
 const reservedPrefix = "redlock:reserved:"
 
 // ReleaseChannel returns the pub/sub channel on which every node announces
