@@ -264,8 +264,8 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	}
 	var fence uint64
 	if cfg.fencing {
-		if fence, err = c.storeFence(ctx, key, token, r); err != nil {
-			return nil, nil, err
+		if fence, err = c.storeFence(ctx, key, token, r, until, cfg.minValidity); err != nil {
+			return nil, r, err
 		}
 		// The validity is counted from the first round's start, after both.
 		if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {

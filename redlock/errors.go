@@ -68,7 +68,7 @@ type NodeResult struct {
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
 // context.DeadlineExceeded) speaks only of the caller's context.
 type QuorumError struct {
-	Op       string        // "acquire", "extend", "unlock", or "fence" (WithFencing's second round)
+	Op       string        // "acquire", "extend", "unlock", or "fence" (WithFencing's write-back)
 	Key      string        // the lock key
 	Quorum   int           // nodes needed
 	Nodes    []NodeResult  // every node, in the order the Client was given them

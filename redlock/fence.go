@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/quorumlock/redlock/pool"
 )
@@ -21,23 +22,25 @@ const EpochKey = "redlock:epoch"
 func FenceKey(key string) string { return key + ":fence" }
 
 // WithFencing makes TryLock and Lock mint a fencing token with the lock
-// (Lock.Fence). It costs a second quorum round: the acquisition reads each
-// node's fence counter for the key atomically with SET NX, takes the
-// largest counter among the nodes that granted the lock plus one, and
-// writes it back before returning. A node takes the fence only when it is
-// above its counter; the write-back must be taken by a quorum, and when
-// refusals rule that out it is repeated with one more than the largest
-// refusing counter (3 rounds at most). The time of all rounds counts
-// against the validity. When no write-back round reaches a quorum, the
-// lock is released and the acquisition fails with ErrNotAcquired (a
-// *QuorumError with Op "fence").
+// (Lock.Fence). It costs a second quorum round, and more when a
+// write-back is refused, which is rare. The acquisition reads each node's
+// fence counter for the key atomically with SET NX, takes the largest
+// counter among the nodes that granted the lock plus one, and writes it
+// back before returning. A node takes the fence only when it is above its
+// counter. The write-back must be taken by a quorum; when a round falls
+// short with refusals among its replies, it is repeated with one more
+// than the largest refusing counter (3 rounds at most). The time of all
+// rounds counts against the validity. When no write-back round reaches a
+// quorum, the lock is released and the acquisition fails with
+// ErrNotAcquired (a *QuorumError with Op "fence").
 //
-// For one key, a lock acquired after another fenced lock was acquired
-// (its TryLock or Lock returned) always has a strictly larger fence, as
-// long as the nodes keep their fence counters (docs/fencing.md). Two locks
-// can share a fence only if mutual exclusion itself already failed: both
-// held a quorum at once. Fences order only fenced acquisitions: every
-// holder of a key that writes to the fenced resource must use WithFencing.
+// For one key, as long as the nodes keep their fence counters
+// (docs/fencing.md), no two fenced locks share a fence, and a lock
+// acquired after another fenced lock was acquired (its TryLock or Lock
+// returned) has a strictly larger fence. Only the order, not the
+// uniqueness, depends on mutual exclusion. Fences order only fenced
+// acquisitions: every holder of a key that writes to the fenced resource
+// must use WithFencing, with this version of the library or a later one.
 func WithFencing() LockOption {
 	return lockOption(func(c *lockConfig) { c.fencing = true })
 }
@@ -93,9 +96,11 @@ func parseFenceReply(reply any) (fenceReply, error) {
 // fenceOf returns max(counter)+1 over the nodes that granted the lock by
 // the round's decision, and checks their epochs. Equal counters need no
 // tie-break: the fence is a number, not a (number, node) pair, and only
-// the largest counter matters. Nodes that granted after the decision are
-// not read: the quorum that granted in time intersects every quorum that
-// stored an earlier fence, which is all monotonicity needs.
+// the largest counter matters. This is only the first proposal: some of
+// the counters may have been read before an earlier lock's write-back,
+// and the write-back's refusals (storeFence) are what make the fence
+// larger than that lock's. Nodes that granted after the decision are not
+// read.
 func (c *Client) fenceOf(r *round) uint64 {
 	var top uint64
 	for i, n := range r.nodes {
@@ -137,14 +142,16 @@ func (c *Client) seeEpoch(i int, epoch string) {
 const fenceRounds = 3
 
 // storeFence writes back the fence of the fenced acquisition round r (of
-// key, with token) and returns it once a quorum of nodes took it: each
-// of them held a lower counter, which makes the fence larger than any
-// fence an earlier acquisition returned (docs/fencing.md). Refused by
-// nodes that already held as much, it proposes one more than the largest
-// refusing counter, up to fenceRounds rounds. When that fails, it
-// releases the nodes r took and returns the error: the last round's
-// *QuorumError with Op "fence", matching ErrNotAcquired.
-func (c *Client) storeFence(ctx context.Context, key, token string, r *round) (uint64, error) {
+// key, with token, valid until until) and returns it once a quorum of
+// nodes took it: each of them held a lower counter, which makes the fence
+// larger than any fence an earlier acquisition returned (docs/fencing.md).
+// A round that falls short of a quorum with refusals among its replies is
+// followed by one that proposes one more than the largest refusing
+// counter, up to fenceRounds rounds and while more than minValidity is
+// left. When that fails, it releases the nodes r took and returns the
+// error: the last round's *QuorumError with Op "fence", matching
+// ErrNotAcquired.
+func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, minValidity time.Duration) (uint64, error) {
 	fence := c.fenceOf(r)
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence},
@@ -154,7 +161,8 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round) (u
 		}
 		if err == nil {
 			err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
-			if top, refused := refusedCounter(w); refused && n < fenceRounds {
+			top, refused := refusedCounter(w)
+			if refused && n < fenceRounds && until.Sub(c.cfg.clock.Now()) > minValidity {
 				fence = max(fence, top+1)
 				continue
 			}

@@ -151,6 +151,22 @@ func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	requireFree(t, c, nodes, "k")
 }
 
+// A waiting Lock learns from the acquisition round whether the script
+// queued it, so acquire returns that round even when the write-back
+// failed.
+func TestFence_failedWriteBackStillReturnsTheAcquisitionRound(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.fail, n.failOp = errors.New("read only"), "fence-store"
+	}
+	cfg, err := c.lockConfig("k", ttl, []LockOption{WithFencing()})
+	require.NoError(t, err)
+	_, r, err := c.acquire(context.Background(), "k", ttl, cfg, nil, false)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NotNil(t, r)
+	require.True(t, r.ok, "the acquisition round itself had a quorum")
+}
+
 func TestFence_validityCountsTheStoreRound(t *testing.T) {
 	c, nodes, clk := newFakeClient(t, 5)
 	var open []func()
@@ -205,6 +221,34 @@ func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
 	err := <-done
 	require.ErrorIs(t, err, ErrNotAcquired)
 	requireFree(t, c, nodes, "k")
+}
+
+// A refused write-back is not repeated once too little validity is left.
+func TestFence_refusedWriteBackIsNotRepeatedWithoutValidity(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	var open []func()
+	for _, n := range nodes {
+		n.fenceAhead = true
+		open = append(open, n.hold("fence-store"))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return nodes[0].parkedCount() > 0 }, 5*time.Second, time.Millisecond)
+	require.True(t, clk.WaitTimers(1, nil))
+	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
+	for _, o := range open {
+		o()
+	}
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Equal(t, "fence", quorumError(t, err).Op)
+	requireFree(t, c, nodes, "k")
+	for _, n := range nodes {
+		require.LessOrEqual(t, n.count("fence-store"), 1, n.addr)
+	}
 }
 
 func TestFence_extendKeepsTheFence(t *testing.T) {
