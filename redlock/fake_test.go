@@ -259,3 +259,20 @@ func waitHeld(t *testing.T, nodes []*fakeNode, key, token string) {
 		return true
 	}, 5*time.Second, time.Millisecond)
 }
+
+// tryResult is what a TryLock run in the background returned.
+type tryResult struct {
+	l   *Lock
+	err error
+}
+
+// tryLockAsync runs TryLock of key (for the tests' ttl) in a goroutine of its own; the
+// result arrives on the channel.
+func tryLockAsync(c *Client, key string, opts ...LockOption) <-chan tryResult {
+	done := make(chan tryResult, 1)
+	go func() {
+		l, err := c.TryLock(context.Background(), key, ttl, opts...)
+		done <- tryResult{l, err}
+	}()
+	return done
+}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -79,15 +80,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 		n.set("k", "lock-A")
 	}
 	open := nodes[0].hold("SET")
-	type result struct {
-		l   *Lock
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
-		done <- result{l, err}
-	}()
+	done := tryLockAsync(c, "k", WithFencing())
 	require.Eventually(t, func() bool {
 		for _, n := range nodes[1:] {
 			if n.count("SET") == 0 {
@@ -173,15 +166,7 @@ func TestFence_validityCountsTheStoreRound(t *testing.T) {
 	for _, n := range nodes {
 		open = append(open, n.hold("fence-store"))
 	}
-	type result struct {
-		l   *Lock
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
-		done <- result{l, err}
-	}()
+	done := tryLockAsync(c, "k", WithFencing())
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
 			if n.parkedCount() == 0 {
@@ -201,53 +186,35 @@ func TestFence_validityCountsTheStoreRound(t *testing.T) {
 	require.Equal(t, ttl-300*time.Millisecond-wantDrift, r.l.Validity())
 }
 
+// A write-back round that leaves too little validity fails the
+// acquisition; refused, it is not repeated either.
 func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
-	c, nodes, clk := newFakeClient(t, 5)
-	var open []func()
-	for _, n := range nodes {
-		open = append(open, n.hold("fence-store"))
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return nodes[0].parkedCount() > 0 }, 5*time.Second, time.Millisecond)
-	require.True(t, clk.WaitTimers(1, nil))
-	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
-	for _, o := range open {
-		o()
-	}
-	err := <-done
-	require.ErrorIs(t, err, ErrNotAcquired)
-	requireFree(t, c, nodes, "k")
-}
-
-// A refused write-back is not repeated once too little validity is left.
-func TestFence_refusedWriteBackIsNotRepeatedWithoutValidity(t *testing.T) {
-	c, nodes, clk := newFakeClient(t, 5)
-	var open []func()
-	for _, n := range nodes {
-		n.fenceAhead = true
-		open = append(open, n.hold("fence-store"))
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return nodes[0].parkedCount() > 0 }, 5*time.Second, time.Millisecond)
-	require.True(t, clk.WaitTimers(1, nil))
-	clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
-	for _, o := range open {
-		o()
-	}
-	err := <-done
-	require.ErrorIs(t, err, ErrNotAcquired)
-	require.Equal(t, "fence", quorumError(t, err).Op)
-	requireFree(t, c, nodes, "k")
-	for _, n := range nodes {
-		require.LessOrEqual(t, n.count("fence-store"), 1, n.addr)
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused=%v", refused), func(t *testing.T) {
+			c, nodes, clk := newFakeClient(t, 5)
+			var open []func()
+			for _, n := range nodes {
+				n.fenceAhead = refused
+				open = append(open, n.hold("fence-store"))
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.TryLock(context.Background(), "k", ttl, WithFencing(), WithMinValidity(time.Second))
+				done <- err
+			}()
+			require.Eventually(t, func() bool { return nodes[0].parkedCount() > 0 }, 5*time.Second, time.Millisecond)
+			require.True(t, clk.WaitTimers(1, nil))
+			clk.Advance(ttl - wantDrift - time.Second) // exactly the minimum left: too little
+			for _, o := range open {
+				o()
+			}
+			err := <-done
+			require.ErrorIs(t, err, ErrNotAcquired)
+			requireFree(t, c, nodes, "k")
+			for _, n := range nodes {
+				require.LessOrEqual(t, n.count("fence-store"), 1, n.addr)
+			}
+		})
 	}
 }
 

@@ -25,15 +25,7 @@ func TestTryLock_validityIsTTLMinusElapsedMinusDrift(t *testing.T) {
 	for _, n := range nodes {
 		open = append(open, n.hold())
 	}
-	type result struct {
-		l   *Lock
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		l, err := c.TryLock(context.Background(), "k", ttl)
-		done <- result{l, err}
-	}()
+	done := tryLockAsync(c, "k")
 	require.True(t, clk.WaitTimers(1, nil)) // the round's node-timeout timer: the round has started
 	clk.Advance(300 * time.Millisecond)     // the nodes take 300ms to answer
 	for _, o := range open {
