@@ -266,8 +266,8 @@ type tryResult struct {
 	err error
 }
 
-// tryLockAsync runs TryLock of key (for the tests' ttl) in a goroutine of its own; the
-// result arrives on the channel.
+// tryLockAsync runs TryLock of key (for the tests' ttl) in a goroutine of
+// its own; the result arrives on the channel.
 func tryLockAsync(c *Client, key string, opts ...LockOption) <-chan tryResult {
 	done := make(chan tryResult, 1)
 	go func() {
