@@ -19,7 +19,8 @@ const (
 	// again, so a node that hangs costs its announcements for that long.
 	pubsubPing = time.Second
 	pubsubDead = 3 * pubsubPing
-	// Dialling a node's pub/sub connection again after a failure waits
+	// Dialling a node's pub/sub connection again after a failed dial, or
+	// after a connection on which the node answered nothing (run), waits
 	// from redialMin, doubling, up to redialMax.
 	redialMin = 10 * time.Millisecond
 	redialMax = time.Second
@@ -266,33 +267,40 @@ func (n *notifier) sync(s *subNode, chans []string) {
 	}
 }
 
-// run keeps node s's pub/sub connection up until Close.
+// run keeps node s's pub/sub connection up until Close. A connection that
+// worked is dialled again at once when it breaks. A failed dial, or a
+// connection on which the node answered nothing a subscriber expects (a
+// node at its client limit accepts the connection, sends an error and
+// closes it), waits for the back-off first, so that such a node is not
+// dialled in a loop.
 func (n *notifier) run(s *subNode) {
 	defer n.c.bg.Done()
 	backoff := redialMin
 	for {
 		conn, err := s.sub.DialPubSub(n.ctx)
-		if err != nil {
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-n.ctx.Done():
-				t.Stop()
+		if err == nil {
+			if !n.connected(s, conn) {
+				conn.Close()
 				return
 			}
-			backoff = min(2*backoff, redialMax)
-			continue
+			heard := n.read(s, conn)
+			n.disconnected(s, conn)
+			if n.ctx.Err() != nil {
+				return
+			}
+			if heard {
+				backoff = redialMin
+				continue
+			}
 		}
-		if !n.connected(s, conn) {
-			conn.Close()
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-n.ctx.Done():
+			t.Stop()
 			return
 		}
-		n.read(s, conn)
-		n.disconnected(s, conn)
-		if n.ctx.Err() != nil {
-			return
-		}
-		backoff = redialMin
+		backoff = min(2*backoff, redialMax)
 	}
 }
 
@@ -343,20 +351,23 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 
 // read handles what arrives on conn until it fails: announcements,
 // acknowledgements of SUBSCRIBE, and the answers to the pinger's PING
-// (an array while something is subscribed, a plain PONG otherwise).
-func (n *notifier) read(s *subNode, conn redis.Conn) {
+// (an array while something is subscribed, a plain PONG otherwise). It
+// reports whether any of those arrived.
+func (n *notifier) read(s *subNode, conn redis.Conn) (heard bool) {
 	for {
 		reply, err := redis.ReceiveWithTimeout(conn, pubsubDead)
 		if err != nil {
-			return
+			return heard
 		}
 		if p, ok := reply.(string); ok && p == "PONG" {
+			heard = true
 			continue
 		}
 		vs, ok := reply.([]any)
 		if !ok || len(vs) < 2 {
-			return // not a pub/sub reply: the connection is out of step
+			return heard // not a pub/sub reply: the connection is out of step
 		}
+		heard = true
 		kind, _ := replyString(vs[0])
 		ch, _ := replyString(vs[1])
 		switch {

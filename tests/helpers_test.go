@@ -290,6 +290,13 @@ func startFakeServer(t testing.TB, handle func(net.Conn)) *fakeServer {
 
 func (f *fakeServer) Addr() string { return f.l.Addr().String() }
 
+// accepted returns how many connections the server has taken.
+func (f *fakeServer) accepted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}
+
 // blackHole reads and discards everything and never answers.
 func blackHole(c net.Conn) { _, _ = io.Copy(io.Discard, c) }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -702,5 +703,31 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 		require.Equal(t, r.l.Token(), func() string { v, _ := get(t, e.nodes[0], key); return v }(), "node 0 handed the key to the waiter")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter did not hear node 0's release on its new connection")
+	}
+}
+
+// A node that takes every connection and closes it at once with an error,
+// as Redis does at its client limit, is dialled again after a growing
+// back-off (10 ms, doubling, up to 1 s), not in a loop.
+func TestLock_aNodeThatClosesEveryConnectionIsNotDialledInALoop(t *testing.T) {
+	e := newEnv(t, 4)
+	full := startFakeServer(t, func(c net.Conn) {
+		defer c.Close()
+		_, _ = c.Write([]byte("-ERR max number of clients reached\r\n"))
+	})
+	key := newKey(t)
+	holdForeign(t, e.nodes, key, 0, 1, 2, 3)
+	waiter := newClient(t, newPools(t, append(e.addrs, full.Addr())), noRefresh)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	before := full.accepted()
+	time.Sleep(2 * time.Second) // about 8 dials with the back-off
+	dials := full.accepted() - before
+	require.Positive(t, dials, "the node is dialled again")
+	require.LessOrEqual(t, dials, 20, "dialled in a loop")
+	select {
+	case r := <-got:
+		t.Fatalf("Lock returned while the key was held: %v", r.err)
+	default:
 	}
 }
