@@ -163,7 +163,7 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round, un
 			err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
 			top, refused := refusedCounter(w)
 			if refused && n < fenceRounds && until.Sub(c.cfg.clock.Now()) > minValidity {
-				fence = max(fence, top+1)
+				fence = top + 1 // a refusing counter is the fence or more
 				continue
 			}
 		}
