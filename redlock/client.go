@@ -68,6 +68,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		retry:       DefaultRetry,
 		clock:       clock.Real(),
 		window:      windowAuto,
+		maxTTL:      DefaultMaxTTL,
 	}
 	for _, o := range opts {
 		o.applyClient(&cfg)

@@ -31,6 +31,11 @@ type clientConfig struct {
 	clock       clock.Clock
 	onNodeReset func(addr string) // WithNodeReset
 	window      time.Duration     // WithHandoffWindow; windowAuto: see New
+
+	// Restart safety (restart.go).
+	maxTTL        time.Duration // WithMaxTTL
+	restartUnsafe bool          // WithRestartSafety(false)
+	durable       bool          // WithDurableNodes
 }
 
 // windowAuto marks the hand-off window as not set: New makes it the node
@@ -52,6 +57,8 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("redlock: hand-off window %v must not be negative", c.window)
 	case c.window > 0 && c.window < time.Millisecond:
 		return fmt.Errorf("redlock: hand-off window %v is under the 1ms Redis resolution", c.window)
+	case c.maxTTL <= 0:
+		return fmt.Errorf("redlock: maximum ttl %v must be positive", c.maxTTL)
 	}
 	return validateRetry(c.retry)
 }
