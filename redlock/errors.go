@@ -30,11 +30,17 @@ var (
 	ErrClosed = errors.New("redlock: client closed")
 )
 
+// errNoReply is the Err of a node that had not replied when the node
+// timeout passed.
+var errNoReply = errors.New("no reply within the node timeout")
+
 // NodeStatus is what one node did in a quorum round.
 type NodeStatus int
 
 const (
 	// NodePending: the node had not replied when the round was decided.
+	// Its Err is set when the node timeout passed without its reply, and
+	// nil when the round was decided without waiting for it.
 	NodePending NodeStatus = iota
 	// NodeOK: the node did what was asked (acquired, extended or released
 	// our key).
@@ -52,7 +58,7 @@ const (
 type NodeResult struct {
 	Addr   string     // the node's address
 	Status NodeStatus // what the node did
-	Err    error      // the node's error when Status is NodeFailed
+	Err    error      // the node's error when Status is NodeFailed; for NodePending, set when the node timeout passed
 	// On a refused acquisition: how long the holder's key had left on the
 	// node, or, with Reserved, how long the node keeps the free key for a
 	// waiting Lock call (WithHandoffWindow); -1 when the key has no TTL or
@@ -148,7 +154,10 @@ func (e *QuorumError) describe(r NodeResult) string {
 	case NodeFailed:
 		return "failed: " + r.Err.Error()
 	default:
-		return "no reply in time"
+		if r.Err != nil {
+			return r.Err.Error() // errNoReply
+		}
+		return "not awaited (the outcome was decided without it)"
 	}
 }
 

@@ -40,21 +40,23 @@ type outcome struct {
 
 // round is one quorum round: a command sent to every node at once.
 type round struct {
-	c       *Client
-	op      op
-	start   time.Time     // read before the first command was sent
-	nodes   []NodeResult  // outcomes known when the round was decided
-	replies []any         // with op.keep: the raw replies known at the decision
-	calls   []nodeCall    // one receiver per node
-	ok      bool          // a quorum did what was asked
-	cause   error         // the caller's context error, when it ended the round
-	pending int           // nodes that had not replied at the decision
-	sent    bool          // the command went out (not when ctx had ended before)
-	late    chan outcome  // every reply lands here; the decided round leaves the late ones
-	settled chan struct{} // closed when every node has replied
-	left    atomic.Int32  // nodes yet to reply
-	ctx     context.Context
-	cancel  context.CancelFunc // ends ctx once every node has replied
+	c        *Client
+	op       op
+	start    time.Time     // read before the first command was sent
+	nodes    []NodeResult  // outcomes known when the round was decided
+	replies  []any         // with op.keep: the raw replies known at the decision
+	calls    []nodeCall    // one receiver per node
+	ok       bool          // a quorum did what was asked
+	cause    error         // the caller's context error, when it ended the round
+	pending  int           // nodes that had not replied at the decision
+	okCount  int           // replies read before the decision that did what was asked
+	badCount int           // replies read before the decision that refused or failed
+	sent     bool          // the command went out (not when ctx had ended before)
+	late     chan outcome  // every reply lands here; the decided round leaves the late ones
+	settled  chan struct{} // closed when every node has replied
+	left     atomic.Int32  // nodes yet to reply
+	ctx      context.Context
+	cancel   context.CancelFunc // ends ctx once every node has replied
 }
 
 // nodeCall receives node i's reply of a round.
@@ -187,28 +189,57 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 
 	timer := c.cfg.clock.NewTimer(c.cfg.nodeTimeout)
 	defer timer.Stop()
-	okCount, badCount := 0, 0
 	r.pending = n
-	for okCount < c.quorum && badCount <= n-c.quorum && r.pending > 0 {
+	for !r.decided() {
 		select {
 		case o := <-r.late:
-			r.pending--
-			r.record(o)
-			if o.status == NodeOK {
-				okCount++
-			} else {
-				badCount++
-			}
+			r.take(o)
 		case <-timer.C():
+			// Replies that are in already count, even when the timer won
+			// the race to be read: the validity is counted from the
+			// round's start whenever they arrived. Nodes still silent
+			// are marked as timed out.
 			r.drain()
+			r.timedOut()
+			r.ok = r.okCount >= c.quorum
 			return r, nil
 		case <-ctx.Done():
 			r.cause = ctx.Err()
 			return r, nil
 		}
 	}
-	r.ok = okCount >= c.quorum
+	r.ok = r.okCount >= c.quorum
 	return r, nil
+}
+
+// decided reports whether the replies read so far decide the round: a
+// quorum did what was asked, so many refused or failed that no quorum is
+// possible, or every node replied.
+func (r *round) decided() bool {
+	n, q := len(r.nodes), r.c.quorum
+	return r.okCount >= q || r.badCount > n-q || r.pending == 0
+}
+
+// take files a reply read before the decision.
+func (r *round) take(o outcome) {
+	r.pending--
+	r.record(o)
+	if o.status == NodeOK {
+		r.okCount++
+	} else {
+		r.badCount++
+	}
+}
+
+// timedOut marks the nodes that had not replied when the node timeout
+// passed, as opposed to nodes that the round stopped waiting for because
+// the outcome was decided without them.
+func (r *round) timedOut() {
+	for i := range r.nodes {
+		if r.nodes[i].Status == NodePending {
+			r.nodes[i].Err = errNoReply
+		}
+	}
 }
 
 // send sends the round's command to node i. A command that waited for an
@@ -253,14 +284,13 @@ func (r *round) record(o outcome) {
 	}
 }
 
-// drain records the replies that are already in when the node timeout
-// fires, so that the error does not call a node that answered silent.
+// drain files the replies that are already in when the node timeout
+// fires: they count as if read before it.
 func (r *round) drain() {
 	for r.pending > 0 {
 		select {
 		case o := <-r.late:
-			r.pending--
-			r.record(o)
+			r.take(o)
 		default:
 			return
 		}

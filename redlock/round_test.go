@@ -125,7 +125,7 @@ func TestTryLock_decidesFailureEarlyAndReleasesStragglersLater(t *testing.T) {
 	qe := quorumError(t, err)
 	require.Equal(t, NodePending, qe.Nodes[3].Status)
 	require.Equal(t, NodePending, qe.Nodes[4].Status)
-	require.Contains(t, err.Error(), "node4:6379 no reply in time")
+	require.Contains(t, err.Error(), "node4:6379 not awaited")
 
 	// The stragglers' SETs land after the decision; they must be released.
 	open3()

@@ -1,0 +1,78 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// lateReader is the real clock, except that every timer has fired by the
+// time it is read: the coordinating goroutine was descheduled past the
+// node timeout while the replies came in.
+type lateReader struct{ clock.Clock }
+
+func (l lateReader) NewTimer(time.Duration) clock.Timer { return firedTimer{l.Clock.NewTimer(0)} }
+
+type firedTimer struct{ clock.Timer }
+
+func (f firedTimer) C() <-chan time.Time {
+	time.Sleep(time.Millisecond) // the zero timer has fired
+	return f.Timer.C()
+}
+
+func TestTryLock_repliesThatArrivedBeforeTheTimerWasReadCount(t *testing.T) {
+	for attempt := range 20 {
+		pools := make([]pool.Pool, 5)
+		for i := range pools {
+			pools[i] = syncStarter{newFakeNode(fmt.Sprintf("node%d:6379", i+1))}
+		}
+		c, err := New(pools, WithClock(lateReader{clock.Real()}), WithRestartSafety(false))
+		require.NoError(t, err)
+		l, err := c.TryLock(context.Background(), fmt.Sprintf("k%d", attempt), ttl)
+		require.NoError(t, err, "attempt %d: five OK replies were in when the timer was read", attempt)
+		require.NoError(t, l.Unlock(context.Background()))
+		require.NoError(t, c.Close())
+	}
+}
+
+func TestQuorumError_tellsNodesNotAwaitedFromNodesThatTimedOut(t *testing.T) {
+	// Decided early: three refusals make a quorum impossible, and the
+	// held nodes were simply not waited for.
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	nodes[3].hold()
+	nodes[4].hold()
+	_, err := c.TryLock(context.Background(), "k", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Contains(t, err.Error(), "node4:6379 not awaited")
+	require.NotContains(t, err.Error(), "node timeout")
+
+	// Timed out: the round needed them and they did not answer.
+	c2, nodes2, clk2 := newFakeClient(t, 5)
+	nodes2[0].set("k", "foreign")
+	for _, n := range nodes2[2:] {
+		n.hold()
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c2.TryLock(context.Background(), "k", ttl)
+		done <- err
+	}()
+	require.True(t, clk2.WaitTimers(1, nil))
+	clk2.Advance(time.Minute)
+	err = <-done
+	qe := quorumError(t, err)
+	for i := 2; i < 5; i++ {
+		require.Equal(t, NodePending, qe.Nodes[i].Status)
+		require.ErrorIs(t, qe.Nodes[i].Err, errNoReply)
+	}
+	require.Contains(t, err.Error(), "node5:6379 no reply within the node timeout")
+}
