@@ -217,6 +217,9 @@ func newToken() (string, error) {
 // above the drift allowance) return an error before any node is asked;
 // after Close it returns ErrClosed.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	cfg, err := c.lockConfig(key, ttl, opts)
 	if err != nil {
 		return nil, err

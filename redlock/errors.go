@@ -30,6 +30,9 @@ var (
 	ErrClosed = errors.New("redlock: client closed")
 )
 
+// errNilContext is returned by calls given a nil context.
+var errNilContext = errors.New("redlock: nil context: pass context.Background() or a context with a deadline")
+
 // errNoReply is the Err of a node that had not replied when the node
 // timeout passed.
 var errNoReply = errors.New("no reply within the node timeout")

@@ -90,7 +90,7 @@ func (l *Lock) Validity() time.Duration {
 // (lost or expired), Extend returns its cause and asks no node: a holder
 // that was told to stop is never given the lock back.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	if err := l.check(); err != nil {
+	if err := l.check(ctx); err != nil {
 		return err
 	}
 	if err := l.c.checkTTL(ttl); err != nil {
@@ -155,7 +155,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // Unlock first ends the lock's context with ErrReleased and waits for
 // automatic extension, if any, to stop.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.check(); err != nil {
+	if err := l.check(ctx); err != nil {
 		return err
 	}
 	ctxLive := ctx.Err() == nil
@@ -185,8 +185,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)
 }
 
-func (l *Lock) check() error {
+func (l *Lock) check(ctx context.Context) error {
 	switch {
+	case ctx == nil:
+		return errNilContext
 	case l.key == "":
 		return errors.New("redlock: empty key")
 	case l.token == "":

@@ -554,3 +554,23 @@ func TestClient_Close_racingAFailedRoundNeverMisusesItsWaitGroup(t *testing.T) {
 		require.NoError(t, c.Close())
 	}
 }
+
+func TestClient_nilContextIsAClearErrorNotAPanic(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	var nilCtx context.Context // a caller's mistake, as a variable would carry it
+	_, err := c.TryLock(nilCtx, "k", ttl)
+	require.ErrorContains(t, err, "nil context")
+	_, err = c.Lock(nilCtx, "k", ttl)
+	require.ErrorContains(t, err, "nil context")
+	err = c.Do(nilCtx, "k", ttl, func(context.Context) error { return nil })
+	require.ErrorContains(t, err, "nil context")
+	for _, n := range nodes {
+		require.Zero(t, n.count("SET"), "no node is asked")
+	}
+
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	require.ErrorContains(t, l.Extend(nilCtx, ttl), "nil context")
+	require.ErrorContains(t, l.Unlock(nilCtx), "nil context")
+	require.NoError(t, l.Unlock(context.Background()), "the failed calls left the lock as it was")
+}

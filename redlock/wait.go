@@ -281,6 +281,9 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 // release from a failed round can never remove what a later round set.
 // Other errors are as for TryLock.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	cfg, err := c.lockConfig(key, ttl, opts)
 	if err != nil {
 		return nil, err
