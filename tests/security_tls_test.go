@@ -1,0 +1,125 @@
+package tests
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// tlsEnv is a set of nodes that also listen for TLS, each with a
+// certificate of the same CA, and that require a client certificate of
+// that CA (tls-auth-clients yes, Redis's default).
+type tlsEnv struct {
+	nodes    []*redistest.Server // the harness's handles, on the plain ports
+	tlsAddrs []string
+	ca       *testCA
+	client   *tls.Config // trusts the CA, shows a client certificate
+}
+
+// newTLSEnv starts n nodes. The harness probes a node on its plain port,
+// so each node keeps one, bound to 127.0.0.1; the library is pointed at
+// the TLS ports alone.
+func newTLSEnv(t *testing.T, n int) *tlsEnv {
+	t.Helper()
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "ca")
+	certFile, keyFile := ca.issue(t, dir, "node", x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
+	e := &tlsEnv{ca: ca, client: clientConfig(t, ca.pool(), clientCert, clientKey)}
+	for range n {
+		// Each node needs a TLS port of its own, and the harness passes
+		// the same arguments to every node of a Start: one Start per node.
+		port := freeTCPPort(t)
+		c := redistest.StartT(t, 1, redistest.Options{Args: []string{
+			"--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", certFile,
+			"--tls-key-file", keyFile,
+			"--tls-ca-cert-file", ca.file,
+		}})
+		e.nodes = append(e.nodes, c.Node(0))
+		e.tlsAddrs = append(e.tlsAddrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	return e
+}
+
+// freeTCPPort returns a port on 127.0.0.1 that was free a moment ago.
+func freeTCPPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Over TLS, with mutual authentication, every call works as over TCP:
+// TryLock, Extend, Unlock, and a Lock that waits and is woken by the
+// release announced on its pub/sub connection (itself over TLS).
+func TestTLS_everyCallWorksOverTLS(t *testing.T) {
+	e := newTLSEnv(t, 5)
+	pools := newPools(t, e.tlsAddrs, pool.WithTLS(e.client))
+	c := newClient(t, pools)
+
+	key := newKey(t)
+	l, err := c.TryLock(ctxT(t, quickly), key, longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(ctxT(t, quickly), longTTL))
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+
+	// A waiter that never retries by itself: only the announcement, over
+	// its TLS pub/sub connection, ends its wait within the test.
+	waiter := newClient(t, newPools(t, e.tlsAddrs, pool.WithTLS(e.client)))
+	key = newKey(t)
+	held := takeEverywhere(t, &env{t: t, nodes: e.nodes}, c, key, longTTL)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	var r lockResult
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+	require.NoError(t, r.err)
+	awaitToken(t, e.nodes, key, r.l.Token())
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+	for i := range e.nodes {
+		requireAbsent(t, e.nodes, i, key)
+	}
+}
+
+// A client that does not trust the nodes' CA is refused by every node at
+// the handshake: the error names each node and says why (certificate),
+// and comes within the deadline instead of after retries.
+func TestTLS_aWrongCAIsReportedPerNodeAsACertificateError(t *testing.T) {
+	e := newTLSEnv(t, 5)
+	dir := t.TempDir()
+	other := newTestCA(t, dir, "other-ca")
+	cert, key := other.issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
+	pools := newPools(t, e.tlsAddrs, pool.WithTLS(clientConfig(t, other.pool(), cert, key)))
+	c := newClient(t, pools)
+
+	start := time.Now()
+	_, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.Less(t, time.Since(start), quickly)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	qe := asQuorumError(t, err)
+	require.Zero(t, qe.Count(redlock.NodeOK), statuses(qe))
+	failed := 0
+	for i, n := range qe.Nodes {
+		if n.Status == redlock.NodePending {
+			continue // the outcome was decided without it
+		}
+		requireNodeFailed(t, qe, i, e.tlsAddrs[i], "certificate")
+		failed++
+	}
+	require.Greater(t, failed, len(qe.Nodes)-qe.Quorum, statuses(qe))
+}
