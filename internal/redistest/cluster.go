@@ -18,6 +18,10 @@ type Options struct {
 	// Dir is the parent of the per-node temporary directories; "" means the
 	// default of os.MkdirTemp.
 	Dir string
+	// Durable makes every node persist each write before it answers
+	// (appendonly yes, appendfsync always), so that Restart brings a
+	// killed node back with its data. RestartEmpty still starts it empty.
+	Durable bool
 }
 
 // Cluster is a set of independent redis-server nodes. Its methods are safe
@@ -28,7 +32,8 @@ type Cluster struct {
 }
 
 // Start starts n >= 1 redis-server processes in parallel, each on a free
-// 127.0.0.1 port and in its own temporary directory, with persistence off,
+// 127.0.0.1 port and in its own temporary directory, with persistence off
+// (unless opts.Durable),
 // and waits until every one answers. A node that does not answer within
 // about 5s fails Start with the tail of its log. On any failure Start stops
 // every node it started and removes their directories.

@@ -272,3 +272,40 @@ func TestStartTMissingRedis(t *testing.T) {
 	require.Contains(t, f.fatal, "apt-get install redis-server")
 	require.Empty(t, f.skipped)
 }
+
+func TestDurableKeepsDataAcrossRestartUnlessEmptied(t *testing.T) {
+	s := StartT(t, 1, Options{Durable: true}).Node(0)
+	aof, err := redis.Strings(s.Do("CONFIG", "GET", "appendfsync"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"appendfsync", "always"}, aof)
+	_, err = s.Do("SET", "k", "v", "PX", 60000)
+	require.NoError(t, err)
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	v, err := redis.String(s.Do("GET", "k"))
+	require.NoError(t, err, "a durable node keeps what it acknowledged")
+	require.Equal(t, "v", v)
+	ttl, err := redis.Int64(s.Do("PTTL", "k"))
+	require.NoError(t, err)
+	require.Greater(t, ttl, int64(50000), "and its expiry")
+	require.NotZero(t, s.Pid())
+
+	require.NoError(t, s.Kill())
+	require.Zero(t, s.Pid())
+	require.NoError(t, s.RestartEmpty())
+	_, err = redis.String(s.Do("GET", "k"))
+	require.ErrorIs(t, err, redis.ErrNil)
+	// It stays durable after coming back empty.
+	_, err = s.Do("SET", "k2", "v2")
+	require.NoError(t, err)
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	v, err = redis.String(s.Do("GET", "k2"))
+	require.NoError(t, err)
+	require.Equal(t, "v2", v)
+
+	require.NoError(t, s.Pause())
+	require.True(t, s.Paused())
+	require.NoError(t, s.Resume())
+	require.False(t, s.Paused())
+}

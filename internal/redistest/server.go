@@ -30,6 +30,7 @@ type Server struct {
 	logPath  string
 	password string
 	extra    []string
+	durable  bool
 	port     int
 	addr     string
 
@@ -51,6 +52,7 @@ func newServer(bin string, opts Options) (*Server, error) {
 		logPath:  filepath.Join(dir, "redis.log"),
 		password: opts.Password,
 		extra:    append([]string(nil), opts.Args...),
+		durable:  opts.Durable,
 	}, nil
 }
 
@@ -99,9 +101,23 @@ func (s *Server) haltLocked(halt func(*proc) error) error {
 }
 
 // Restart starts the node again on the same port and directory and waits
-// until it answers. Data is lost, as persistence is off. It fails if the
-// node is running, and retries for up to about 2s if the port is busy.
+// until it answers. Data is lost unless the cluster is durable
+// (Options.Durable), in which case the node reloads what it had written. It
+// fails if the node is running, and retries for up to about 2s if the port
+// is busy.
 func (s *Server) Restart() error {
+	return s.restart(false)
+}
+
+// RestartEmpty is Restart without any data: it removes the node's
+// persistence files (append-only directory and snapshot) first, so that
+// even a durable node comes back empty.
+func (s *Server) RestartEmpty() error {
+	return s.restart(true)
+}
+
+// restart is Restart, wiping the persistence files first when empty.
+func (s *Server) restart(empty bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -109,6 +125,11 @@ func (s *Server) Restart() error {
 		return errClosed
 	case s.runningLocked():
 		return fmt.Errorf("redistest: restart %s: already running", s.addr)
+	}
+	if empty {
+		if err := s.wipeLocked(); err != nil {
+			return err
+		}
 	}
 	deadline := time.Now().Add(bindRetryFor)
 	for {
@@ -118,6 +139,16 @@ func (s *Server) Restart() error {
 		}
 		time.Sleep(bindRetryGap)
 	}
+}
+
+// wipeLocked removes the node's persistence files; the log stays.
+func (s *Server) wipeLocked() error {
+	for _, name := range []string{"appendonlydir", "appendonly.aof", "dump.rdb"} {
+		if err := os.RemoveAll(filepath.Join(s.dir, name)); err != nil {
+			return fmt.Errorf("redistest: wiping %s: %w", s.addr, err)
+		}
+	}
+	return nil
 }
 
 // startFresh starts a new node on a free port, trying other ports if the
@@ -165,7 +196,11 @@ func (s *Server) args() []string {
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--save", "",
-		"--appendonly", "no",
+	}
+	if s.durable {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--appendonly", "no")
 	}
 	if s.password != "" {
 		a = append(a, "--requirepass", s.password)
@@ -215,6 +250,17 @@ func (s *Server) Do(cmd string, args ...any) (any, error) {
 // do is Do with a custom timeout.
 func (s *Server) do(timeout time.Duration, cmd string, args ...any) (any, error) {
 	return do(s.addr, s.password, timeout, cmd, args...)
+}
+
+// Pid returns the process id of the node's current process, or 0 when it
+// is not running.
+func (s *Server) Pid() int { return s.pid() }
+
+// Paused reports whether the node is running and paused.
+func (s *Server) Paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runningLocked() && s.paused
 }
 
 // pid returns the process id of the current process, or 0 if there is none.

@@ -1,0 +1,163 @@
+package faults
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Hold is one holder's time with a lock, on the Mono clock.
+type Hold struct {
+	Key    string
+	Worker string        // who held it, for reports
+	Start  time.Duration // when the acquisition returned
+	// End is when the hold stopped counting as exclusive: the earlier of
+	// the validity's end (as the holder's clock measured it, converted to
+	// real time) and the moment the holder began to release.
+	End   time.Duration
+	Fence uint64 // the lock's fence; 0 when not fenced
+	// LastWrite is when the holder last wrote to the protected resource
+	// under this lock; 0 when it did not write.
+	LastWrite time.Duration
+}
+
+// Overlap is two holds of one key whose windows intersect: mutual
+// exclusion failed.
+type Overlap struct{ A, B Hold }
+
+// String describes the overlap.
+func (o Overlap) String() string {
+	return fmt.Sprintf("key %s: %s held [%v, %v], %s held [%v, %v] (overlap %v)", o.A.Key,
+		o.A.Worker, o.A.Start, o.A.End, o.B.Worker, o.B.Start, o.B.End, min(o.A.End, o.B.End)-max(o.A.Start, o.B.Start))
+}
+
+// Checker collects holds from every worker and finds what went wrong.
+// Its methods are safe for concurrent use.
+type Checker struct {
+	mu    sync.Mutex
+	holds map[string][]Hold
+	n     int
+}
+
+// NewChecker returns an empty Checker.
+func NewChecker() *Checker { return &Checker{holds: map[string][]Hold{}} }
+
+// Add records a hold. A hold whose End is not after its Start (the
+// validity was gone when the acquisition returned) is counted but held
+// nothing.
+func (c *Checker) Add(h Hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holds[h.Key] = append(c.holds[h.Key], h)
+	c.n++
+}
+
+// Len returns the number of holds recorded.
+func (c *Checker) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// sorted returns the holds per key, ordered by Start, and the keys in order.
+func (c *Checker) sorted() ([]string, map[string][]Hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.holds))
+	out := make(map[string][]Hold, len(c.holds))
+	for k, hs := range c.holds {
+		keys = append(keys, k)
+		hs = slices.Clone(hs)
+		slices.SortFunc(hs, func(a, b Hold) int { return cmpDur(a.Start, b.Start) })
+		out[k] = hs
+	}
+	slices.Sort(keys)
+	return keys, out
+}
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Overlaps returns every pair of holds of one key whose windows
+// [Start, End] intersect, by key and start.
+func (c *Checker) Overlaps() []Overlap {
+	keys, holds := c.sorted()
+	var out []Overlap
+	for _, k := range keys {
+		hs := holds[k]
+		for i, b := range hs {
+			if b.End <= b.Start {
+				continue
+			}
+			// Earlier holds still open when b began. Windows are short
+			// next to a run, so the scan back stops soon; it is bounded
+			// by the holds of the key anyway.
+			for j := i - 1; j >= 0; j-- {
+				a := hs[j]
+				if a.End > b.Start && a.End > a.Start {
+					out = append(out, Overlap{A: a, B: b})
+				}
+				if b.Start-a.Start > maxWindow {
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// maxWindow bounds how far back Overlaps looks: no hold in the suite is
+// valid for longer.
+const maxWindow = 5 * time.Minute
+
+// LateWrites returns the holds that wrote to the resource after their
+// window ended while another holder of the key held it: the write of a
+// holder that stalled past its validity (a GC pause), which only a fenced
+// resource can refuse.
+func (c *Checker) LateWrites() []Overlap {
+	keys, holds := c.sorted()
+	var out []Overlap
+	for _, k := range keys {
+		hs := holds[k]
+		for _, a := range hs {
+			if a.LastWrite <= a.End {
+				continue
+			}
+			for _, b := range hs {
+				if b != a && b.Start < a.LastWrite && b.Start >= a.Start && b.End > b.Start {
+					out = append(out, Overlap{A: a, B: b})
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// FenceInversions returns the pairs of fenced holds of one key, one after
+// the other by Start, whose fences do not strictly increase.
+func (c *Checker) FenceInversions() []Overlap {
+	keys, holds := c.sorted()
+	var out []Overlap
+	for _, k := range keys {
+		var prev *Hold
+		for _, h := range holds[k] {
+			if h.Fence == 0 {
+				continue
+			}
+			if prev != nil && h.Fence <= prev.Fence {
+				out = append(out, Overlap{A: *prev, B: h})
+			}
+			prev = &h
+		}
+	}
+	return out
+}

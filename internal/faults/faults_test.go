@@ -1,0 +1,267 @@
+package faults
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func dial(t *testing.T, addr string, timeout time.Duration) redis.Conn {
+	t.Helper()
+	c, err := redis.Dial("tcp", addr, redis.DialConnectTimeout(timeout),
+		redis.DialReadTimeout(timeout), redis.DialWriteTimeout(timeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newProxy(t *testing.T, target string) *Proxy {
+	t.Helper()
+	p, err := NewProxy(target, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestProxy_refusesATargetOffLoopback(t *testing.T) {
+	_, err := NewProxy("10.0.0.1:6379", 1)
+	require.ErrorContains(t, err, "not on 127.0.0.1")
+}
+
+func TestProxy_modes(t *testing.T) {
+	s := redistest.StartT(t, 1).Node(0)
+	p := newProxy(t, s.Addr())
+
+	c := dial(t, p.Addr(), time.Second)
+	pong, err := redis.String(c.Do("PING"))
+	require.NoError(t, err)
+	require.Equal(t, "PONG", pong)
+
+	t.Run("latency both ways", func(t *testing.T) {
+		p.Set(Fault{Mode: Latency, Delay: 60 * time.Millisecond})
+		defer p.Heal()
+		start := time.Now()
+		_, err := c.Do("PING")
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(start), 120*time.Millisecond)
+	})
+	t.Run("replies delayed, requests delivered", func(t *testing.T) {
+		p.Set(Fault{Mode: DelayReplies, Delay: 400 * time.Millisecond})
+		defer p.Heal()
+		done := make(chan error, 1)
+		go func() { _, err := c.Do("SET", "delayed", "1"); done <- err }()
+		require.Eventually(t, func() bool {
+			v, _ := redis.String(s.Do("GET", "delayed"))
+			return v == "1"
+		}, time.Second, 5*time.Millisecond, "the SET runs before its reply arrives")
+		select {
+		case err := <-done:
+			t.Fatalf("reply came before the delay: %v", err)
+		default:
+		}
+		require.NoError(t, <-done)
+	})
+	t.Run("trickle", func(t *testing.T) {
+		p.Set(Fault{Mode: Trickle, Delay: 5 * time.Millisecond})
+		defer p.Heal()
+		start := time.Now()
+		pong, err := redis.String(c.Do("PING")) // "+PONG\r\n": 7 bytes, 6 gaps
+		require.NoError(t, err)
+		require.Equal(t, "PONG", pong)
+		require.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
+	})
+	t.Run("reset mid-reply", func(t *testing.T) {
+		c := dial(t, p.Addr(), time.Second)
+		p.Set(Fault{Mode: Reset})
+		defer p.Heal()
+		_, err := c.Do("SET", "reset", "1")
+		require.Error(t, err)
+		require.False(t, isTimeout(err), "a reset, not a timeout: %v", err)
+		v, err := redis.String(s.Do("GET", "reset"))
+		require.NoError(t, err)
+		require.Equal(t, "1", v, "the request was delivered")
+	})
+	t.Run("black hole", func(t *testing.T) {
+		c := dial(t, p.Addr(), 200*time.Millisecond)
+		p.Set(Fault{Mode: BlackHole})
+		_, err := c.Do("SET", "hole", "1")
+		require.True(t, isTimeout(err), "want a timeout, got %v", err)
+		fresh := dial(t, p.Addr(), 200*time.Millisecond) // accepted, never answered
+		_, err = fresh.Do("PING")
+		require.True(t, isTimeout(err), "want a timeout, got %v", err)
+		_, err = redis.String(s.Do("GET", "hole"))
+		require.ErrorIs(t, err, redis.ErrNil, "nothing was delivered")
+		p.Heal()
+		// The swallowed connections are closed, not resumed with bytes missing.
+		require.Eventually(t, func() bool { return p.Conns() <= 1 }, time.Second, 5*time.Millisecond)
+		c2 := dial(t, p.Addr(), time.Second)
+		_, err = c2.Do("PING")
+		require.NoError(t, err)
+	})
+	t.Run("node down", func(t *testing.T) {
+		require.NoError(t, s.Kill())
+		c := dial(t, p.Addr(), time.Second)
+		_, err := c.Do("PING")
+		require.Error(t, err)
+		require.NoError(t, s.Restart())
+	})
+}
+
+func TestClock_runsAtItsRate(t *testing.T) {
+	fast, slow := NewClock(2), NewClock(0.5)
+	t0f, t0s, real0 := fast.Now(), slow.Now(), time.Now()
+	time.Sleep(50 * time.Millisecond)
+	real := time.Since(real0)
+	require.InDelta(t, float64(2*real), float64(fast.Since(t0f)), float64(10*time.Millisecond))
+	require.InDelta(t, float64(real/2), float64(slow.Since(t0s)), float64(10*time.Millisecond))
+	require.Equal(t, 50*time.Millisecond, fast.RealDuration(100*time.Millisecond))
+
+	start := time.Now()
+	tm := fast.NewTimer(100 * time.Millisecond) // 50ms of real time
+	<-tm.C()
+	require.Less(t, time.Since(start), 90*time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	slow.AfterFunc(10*time.Millisecond, wg.Done) // 20ms of real time
+	wg.Wait()
+	require.GreaterOrEqual(t, time.Since(start), 70*time.Millisecond)
+	require.Panics(t, func() { NewClock(0) })
+}
+
+func TestMono_increases(t *testing.T) {
+	a := Mono()
+	time.Sleep(time.Millisecond)
+	require.Greater(t, Mono(), a)
+}
+
+func TestChecker_findsOverlapsLateWritesAndFenceInversions(t *testing.T) {
+	c := NewChecker()
+	ms := time.Millisecond
+	c.Add(Hold{Key: "a", Worker: "w1", Start: 0, End: 10 * ms, Fence: 1})
+	c.Add(Hold{Key: "a", Worker: "w2", Start: 10 * ms, End: 20 * ms, Fence: 2}) // touches, no overlap
+	c.Add(Hold{Key: "a", Worker: "w3", Start: 15 * ms, End: 25 * ms, Fence: 2}) // overlaps w2, same fence
+	c.Add(Hold{Key: "b", Worker: "w1", Start: 0, End: 10 * ms, LastWrite: 30 * ms})
+	c.Add(Hold{Key: "b", Worker: "w2", Start: 20 * ms, End: 40 * ms, LastWrite: 25 * ms})
+	c.Add(Hold{Key: "b", Worker: "w3", Start: 50 * ms, End: 50 * ms}) // empty window
+	require.Equal(t, 6, c.Len())
+
+	ov := c.Overlaps()
+	require.Len(t, ov, 1)
+	require.Equal(t, "w2", ov[0].A.Worker)
+	require.Equal(t, "w3", ov[0].B.Worker)
+	require.True(t, strings.Contains(ov[0].String(), "overlap 5ms"), ov[0].String())
+
+	late := c.LateWrites()
+	require.Len(t, late, 1)
+	require.Equal(t, "w1", late[0].A.Worker)
+	require.Equal(t, "w2", late[0].B.Worker)
+
+	inv := c.FenceInversions()
+	require.Len(t, inv, 1)
+	require.Equal(t, "w3", inv[0].B.Worker)
+}
+
+func TestStore_fencedRegisterRefusesLowerFencesAndCountsStaleWrites(t *testing.T) {
+	s := redistest.StartT(t, 1).Node(0)
+	st := NewStore(s.Addr())
+	defer st.Close()
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		fence uint64
+		start time.Duration
+		want  WriteResult
+	}{
+		{5, 10 * ms, Accepted},
+		{5, 10 * ms, Accepted}, // the same holder again
+		{4, 5 * ms, Refused},
+		{7, 20 * ms, Accepted},
+		{8, 15 * ms, AcceptedStale}, // a higher fence from an earlier acquisition
+	} {
+		got, err := st.FencedWrite("k", tc.fence, tc.start, 1)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "fence %d", tc.fence)
+	}
+	r, err := st.Register("k")
+	require.NoError(t, err)
+	require.Equal(t, Register{Fence: 8, Writes: 4, Refused: 1, Stale: 1}, r)
+
+	n, err := st.Read("k")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, st.Write("k", 41))
+	n, err = st.Read("k")
+	require.NoError(t, err)
+	require.Equal(t, int64(41), n)
+	empty, err := st.Register("none")
+	require.NoError(t, err)
+	require.Zero(t, empty)
+}
+
+func TestInjector_keepsToMaxFaultyAndHealsOnStop(t *testing.T) {
+	cl := redistest.StartT(t, 5, redistest.Options{Durable: true})
+	nodes := make([]Node, 5)
+	for i, s := range cl.Nodes() {
+		nodes[i] = Node{Server: s, Proxy: newProxy(t, s.Addr())}
+	}
+	var mu sync.Mutex
+	emptied := 0
+	in, err := Start(nodes, Config{
+		Seed: 7, Kinds: append(InModel(), RestartEmpty, ShrinkTTL), MaxFaulty: 2,
+		MaxTTL: 100 * time.Millisecond, Exclusion: 50 * time.Millisecond,
+		Gap: Span{5 * time.Millisecond, 20 * time.Millisecond}, Hold: Span{20 * time.Millisecond, 80 * time.Millisecond},
+		Latency: Span{10 * time.Millisecond, 50 * time.Millisecond}, Keys: []string{"k"},
+		OnRestartEmpty: func(int) { mu.Lock(); emptied++; mu.Unlock() },
+		Logf:           t.Logf,
+	})
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	st, err := in.Stop()
+	require.NoError(t, err)
+	t.Logf("injected %d: %v", st.Total(), st)
+	require.LessOrEqual(t, st.MostFaulty, 2)
+	require.Equal(t, 2, st.MostFaulty, "the schedule reaches its limit")
+	require.Greater(t, st.Total(), 20)
+	for i, n := range nodes {
+		require.True(t, n.Server.Running(), "node %d", i)
+		require.False(t, n.Server.Paused(), "node %d", i)
+		require.Equal(t, Pass, n.Proxy.Fault().Mode, "node %d", i)
+		c := dial(t, n.Proxy.Addr(), time.Second)
+		_, err := c.Do("PING")
+		require.NoError(t, err, "node %d", i)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// A kill-restart-after-ttl cut short by Stop restarts with the data.
+	emptyKinds := st.Injected[RestartEmpty] + st.Injected[KillRestartAfterTTL]
+	require.LessOrEqual(t, emptied, emptyKinds)
+	require.GreaterOrEqual(t, emptied, emptyKinds-2)
+}
+
+func TestInjector_rejectsABadConfig(t *testing.T) {
+	_, err := Start(nil, Config{})
+	require.Error(t, err)
+	_, err = Start(make([]Node, 1), Config{Kinds: []Kind{KillRestartAfterTTL}})
+	require.ErrorContains(t, err, "MaxTTL")
+	_, err = Start(make([]Node, 1), Config{Kinds: []Kind{Pause}, Nodes: []int{3}})
+	require.ErrorContains(t, err, "out of range")
+	require.Equal(t, "black-hole", Hole.String())
+	require.Equal(t, "reset", Reset.String())
+}
