@@ -264,16 +264,16 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	}
 	until := c.validUntil(r.start, ttl)
 	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, r, c.failAcquire(ctx, key, token, r, until)
+		return nil, r, c.failAcquire(ctx, key, token, r, until, ttl)
 	}
 	var fence uint64
 	if cfg.fencing {
-		if fence, err = c.storeFence(ctx, key, token, r, until, cfg.minValidity); err != nil {
+		if fence, err = c.storeFence(ctx, key, token, r, until, ttl, cfg.minValidity); err != nil {
 			return nil, r, err
 		}
 		// The validity is counted from the first round's start, after both.
 		if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-			return nil, r, c.failAcquire(ctx, key, token, r, until)
+			return nil, r, c.failAcquire(ctx, key, token, r, until, ttl)
 		}
 	}
 	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
@@ -375,41 +375,15 @@ func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Durati
 }
 
 // failAcquire releases a failed acquisition round and returns its error.
-func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, until time.Time) error {
+func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, until time.Time, ttl time.Duration) error {
 	validity := until.Sub(c.cfg.clock.Now())
-	c.releaseFailed(ctx, key, token, r)
+	c.releaseFailed(ctx, key, token, r, ttl)
 	if !r.ok {
 		validity = 0
 	}
 	e := c.quorumError("acquire", key, r, ErrNotAcquired, validity)
 	c.readRefusals(e, r)
 	return e
-}
-
-// releaseFailed undoes a failed acquisition: it releases, and waits for,
-// every node that replied OK or failed (a failed SET may still have landed),
-// and releases in the background every node that replies after the
-// decision, unless it refused.
-func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round) {
-	// A plain SET NX round was a first try: its key is most likely not
-	// contended. A script round is a waiter's.
-	script, args := c.releaseCall(key, token, "", "", r.op.script != nil)
-	var wg sync.WaitGroup
-	for i, n := range r.nodes {
-		if n.Status == NodeOK || n.Status == NodeFailed {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.evalBounded(ctx, c.pools[i], script, args)
-			}()
-		}
-	}
-	c.afterLate(r, func(o outcome) {
-		if o.status != NodeRefused {
-			c.evalBounded(ctx, c.pools[o.i], script, args)
-		}
-	})
-	wg.Wait()
 }
 
 // evalBounded runs script on p, bounded by the node timeout whatever ctx

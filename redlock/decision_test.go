@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -75,4 +76,24 @@ func TestQuorumError_tellsNodesNotAwaitedFromNodesThatTimedOut(t *testing.T) {
 		require.ErrorIs(t, qe.Nodes[i].Err, errNoReply)
 	}
 	require.Contains(t, err.Error(), "node5:6379 no reply within the node timeout")
+}
+
+func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.mu.Lock()
+		n.fail, n.failOp = errors.New("connection reset"), "SET" // the SET may have landed
+		n.mu.Unlock()
+		n.hold("release") // and the node is slow to answer the release
+	}
+	done := tryLockAsync(c, "k")
+	select {
+	case r := <-done:
+		require.ErrorIs(t, r.err, ErrNotAcquired)
+		require.Equal(t, 3, quorumError(t, r.err).Count(NodeFailed))
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryLock waited for the releases owed to the failed nodes")
+	}
+	require.Eventually(t, func() bool { return nodes[0].parkedCount() == 1 }, 5*time.Second, time.Millisecond,
+		"the release owed to a failed node is sent")
 }

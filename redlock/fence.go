@@ -151,7 +151,7 @@ const fenceRounds = 3
 // left. When that fails, it releases the nodes r took and returns the
 // error: the last round's *QuorumError with Op "fence", matching
 // ErrNotAcquired.
-func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, minValidity time.Duration) (uint64, error) {
+func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	fence := c.fenceOf(r)
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence},
@@ -167,7 +167,7 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round, un
 				continue
 			}
 		}
-		c.releaseFailed(ctx, key, token, r)
+		c.releaseFailed(ctx, key, token, r, ttl)
 		return 0, err
 	}
 }

@@ -179,6 +179,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	l.until = time.Time{}
 	l.mu.Unlock()
+	// A node that did not answer may still hold the key: it is released
+	// again in the background, for as long as the key can live.
+	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))
 	if r.ok {
 		return nil
 	}

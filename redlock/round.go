@@ -297,29 +297,6 @@ func (r *round) drain() {
 	}
 }
 
-// afterLate calls f for each reply that arrives after the decision, in a
-// goroutine that Close waits for.
-func (c *Client) afterLate(r *round, f func(outcome)) {
-	if r.pending == 0 {
-		return
-	}
-	// The nodes may all have replied (and left c.bg) with their outcomes
-	// still unread, so this needs its own count, taken only while the
-	// client is open. A closed client handles the replies here and now.
-	if !c.begin(1) {
-		for range r.pending {
-			f(<-r.late)
-		}
-		return
-	}
-	go func() {
-		defer c.bg.Done()
-		for range r.pending {
-			f(<-r.late)
-		}
-	}()
-}
-
 func (c *Client) quorumError(op, key string, r *round, sentinel error, validity time.Duration) *QuorumError {
 	return &QuorumError{
 		Op:       op,

@@ -189,14 +189,6 @@ func TestTryLock_cancelledMidRoundLeavesNoKeyBehind(t *testing.T) {
 	}
 	require.Contains(t, err.Error(), "context canceled")
 
-	// Nodes 0 and 1 were released before TryLock returned, if they had
-	// answered OK by then (else they are released in the background).
-	for _, i := range []int{0, 1} {
-		if qe.Nodes[i].Status == redlock.NodeOK {
-			requireAbsent(t, e.nodes, i, key)
-		}
-	}
-
 	// The paused nodes now run the SETs sent to them; the client releases
 	// them in the background, and Close waits for that.
 	for _, i := range paused {

@@ -1,0 +1,214 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Owed releases. A node that may hold a token nobody will use (a failed
+// acquisition's, or a lock's whose Unlock did not reach it) owes a
+// release. One attempt bounded by the node timeout is not enough: a node
+// stalled past it keeps the token for the whole TTL, and enough such
+// nodes refuse every other client. So a release owed to a node is tried
+// again, with a growing pause, until the node has answered it, and for a
+// failed acquisition that the node never answered, until the node has
+// answered two releases one after the other (the second sent after the
+// first was answered: by then the node has read everything sent to it
+// before, on any connection). The effort is bounded by the lock's TTL and
+// stops when the Client closes, after the attempt under way.
+
+// Pauses between the attempts of an owed release.
+const (
+	owedPauseMin = 10 * time.Millisecond
+	owedPauseMax = time.Second
+)
+
+// debt is the releases owed for one round.
+type debt struct {
+	c      *Client
+	ctx    context.Context // the caller's values, without its cancellation
+	script *redis.Script
+	args   []any
+	until  time.Time // no attempt starts after this
+}
+
+// releaseFailed undoes a failed acquisition round r: every node that
+// granted it, or failed in a way that may have let the command land, is
+// released, and so is every node that grants it after the decision. It
+// returns at once: the releases go on in the background (Close waits for
+// them), retried as the package comment above says, for at most ttl.
+// Nodes that refused are never released: they hold another owner's key.
+func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round, ttl time.Duration) {
+	// A plain SET NX round was a first try: its key is most likely not
+	// contended. A script round is a waiter's.
+	script, args := c.releaseCall(key, token, "", "", r.op.script != nil)
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
+	var owed []int
+	for i, n := range r.nodes {
+		if n.Status == NodeOK || n.Status == NodeFailed && maySent(n.Err) {
+			owed = append(owed, i)
+		}
+	}
+	if len(owed) == 0 && r.pending == 0 {
+		return
+	}
+	// The first attempts go out now, in the caller's goroutine: on a
+	// pipelined node they are queued ahead of the caller's next round.
+	first := make([]chan result, len(owed))
+	for k, i := range owed {
+		first[k] = d.start(i)
+	}
+	if !c.begin(1) {
+		// A closed Client: the first attempts are all there will be.
+		for _, ch := range first {
+			<-ch
+		}
+		for range r.pending {
+			if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
+				<-d.start(o.i)
+			}
+		}
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		var wg sync.WaitGroup
+		settle := func(i int, answered bool, first chan result) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d.settle(i, answered, first)
+			}()
+		}
+		for k, i := range owed {
+			settle(i, r.nodes[i].Status == NodeOK || replied(r.nodes[i].Err), first[k])
+		}
+		for range r.pending {
+			if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
+				settle(o.i, o.status == NodeOK || replied(o.err), nil)
+			}
+		}
+		wg.Wait()
+	}()
+}
+
+// releaseUnanswered goes on releasing, in the background, the nodes whose
+// release in round r (an Unlock) failed without an answer, for at most
+// bound: their key would otherwise stay for its TTL.
+func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Duration) {
+	var owed []int
+	for i, n := range r.nodes {
+		if n.Status == NodeFailed && maySent(n.Err) && !replied(n.Err) {
+			owed = append(owed, i)
+		}
+	}
+	if len(owed) == 0 || !c.begin(1) {
+		return
+	}
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: r.op.script, args: r.op.args, until: c.cfg.clock.Now().Add(bound)}
+	go func() {
+		defer c.bg.Done()
+		var wg sync.WaitGroup
+		for _, i := range owed {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d.settle(i, true, nil)
+			}()
+		}
+		wg.Wait()
+	}()
+}
+
+// start sends one release attempt to node i; its result arrives on the
+// channel.
+func (d *debt) start(i int) chan result {
+	ch := make(chan result, 1)
+	p := d.c.pools[i]
+	if s, ok := p.(pool.Starter); ok {
+		s.StartEval(resultTo(ch), d.script, d.args...)
+		return ch
+	}
+	go func() {
+		ctx, cancel := d.c.nodeContext(d.ctx)
+		defer cancel()
+		reply, err := p.Eval(ctx, d.script, d.args...)
+		ch <- result{reply, err}
+	}()
+	return ch
+}
+
+// settle releases node i until the node has answered as the package
+// comment above says; answered tells whether it answered the command the
+// release undoes. first, when not nil, carries the first attempt's result.
+func (d *debt) settle(i int, answered bool, first chan result) {
+	clk := d.c.cfg.clock
+	pause, answers := owedPauseMin, 0
+	for {
+		if first == nil {
+			first = d.start(i)
+		}
+		res := <-first
+		first = nil
+		if res.err == nil || replied(res.err) {
+			if n, ok := res.reply.(int64); answered || res.err != nil || !ok || n == 1 {
+				return // given up, or not ours: nothing can land after this
+			}
+			if answers++; answers >= 2 {
+				return
+			}
+			continue // at once: this one went out after the node answered
+		}
+		if errors.Is(res.err, pool.ErrClosed) || !clk.Now().Before(d.until) {
+			return
+		}
+		t := clk.NewTimer(pause)
+		select {
+		case <-t.C():
+		case <-d.c.done:
+			t.Stop()
+			return
+		}
+		pause = min(2*pause, owedPauseMax)
+	}
+}
+
+// result is one reply of a node, or its error.
+type result struct {
+	reply any
+	err   error
+}
+
+// resultTo is a pool.Receiver that hands the reply to a channel with room
+// for it.
+type resultTo chan result
+
+func (r resultTo) Receive(reply any, err error) { r <- result{reply, err} }
+
+// maySent reports whether a command that failed with err may still have
+// reached the node: false when the pool says it never sent it (no
+// connection, a full queue).
+func maySent(err error) bool {
+	if errors.Is(err, pool.ErrQueueFull) {
+		return false
+	}
+	var ne *pool.NodeError
+	return !errors.As(err, &ne) || ne.Op != "dial"
+}
+
+// replied reports whether err is the node's own error reply: the node
+// read the command and answered it.
+func replied(err error) bool {
+	var ne *pool.NodeError
+	if errors.As(err, &ne) {
+		return ne.Replied()
+	}
+	var re redis.Error
+	return errors.As(err, &re)
+}
