@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"net"
 	"time"
 )
@@ -60,17 +59,4 @@ func lazy(cur, t time.Time) (time.Time, bool) {
 		return cur, false
 	}
 	return t.Add(deadlineSlack), true
-}
-
-// dialLazy dials TCP like redigo would (connect timeout, keep-alive) and
-// wraps the connection in a lazyDeadlineConn.
-func dialLazy(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &lazyDeadlineConn{Conn: c}, nil
-	}
 }

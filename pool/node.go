@@ -64,8 +64,10 @@ func New(addr string, opts ...Option) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pubOpt := cfg.dialOptions(host)
-	dialOpts := append(pubOpt[:len(pubOpt):len(pubOpt)], redis.DialContextFunc(dialLazy(cfg.dialTimeout)))
+	d := newDialer(cfg.dialTimeout, cfg.tlsConfig(host))
+	base := cfg.dialOptions()
+	dialOpts := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(true)))
+	pubOpt := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(false)))
 	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
@@ -81,11 +83,16 @@ func (n *Node) dial(ctx context.Context) (redis.Conn, error) {
 
 // DialPubSub opens a connection of its own to the node, with the node's
 // dial options (timeouts, credentials, database, TLS, client name), for
-// SUBSCRIBE. It implements Subscriber. It fails with ErrClosed after Close.
+// SUBSCRIBE. It implements Subscriber. Connecting is bounded by ctx and the
+// dial timeout. What the node sends on it is checked like on the Node's own
+// connections: a malformed or oversized reply fails the read with an error
+// instead of reaching redigo. It fails with ErrClosed after Close.
 func (n *Node) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if n.closed.Load() {
 		return nil, wrapErr(n.addr, "dial", ErrClosed, "")
 	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.dialTimeout)
+	defer cancel()
 	c, err := redis.DialContext(ctx, "tcp", n.addr, n.pubOpt...)
 	if err != nil {
 		return nil, wrapErr(n.addr, "dial", err, n.secret)

@@ -123,11 +123,10 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 // CLIENT LIST on the node. Default: unnamed.
 func WithClientName(name string) Option { return func(c *config) { c.clientName = name } }
 
-// dialOptions turns the configuration into redigo dial options; host is
-// the TLS server name when the TLS configuration has none.
-func (c *config) dialOptions(host string) []redis.DialOption {
+// dialOptions turns the configuration into redigo dial options. TLS and
+// the TCP connect are not among them: the Node's dialer does both.
+func (c *config) dialOptions() []redis.DialOption {
 	opts := []redis.DialOption{
-		redis.DialConnectTimeout(c.dialTimeout),
 		redis.DialReadTimeout(c.readTimeout),
 		redis.DialWriteTimeout(c.writeTimeout),
 		redis.DialDatabase(c.db),
@@ -141,13 +140,18 @@ func (c *config) dialOptions(host string) []redis.DialOption {
 	if c.clientName != "" {
 		opts = append(opts, redis.DialClientName(c.clientName))
 	}
-	if c.tls != nil {
-		tc := c.tls.Clone()
-		if tc.ServerName == "" {
-			tc.ServerName = host
-		}
-		opts = append(opts, redis.DialUseTLS(true), redis.DialTLSConfig(tc),
-			redis.DialTLSHandshakeTimeout(c.dialTimeout))
-	}
 	return opts
+}
+
+// tlsConfig returns a copy of the TLS configuration with host as the
+// server name when it has none, or nil for plain TCP.
+func (c *config) tlsConfig(host string) *tls.Config {
+	if c.tls == nil {
+		return nil
+	}
+	tc := c.tls.Clone()
+	if tc.ServerName == "" {
+		tc.ServerName = host
+	}
+	return tc
 }

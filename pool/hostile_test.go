@@ -1,0 +1,111 @@
+package pool_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// hostileReplies are replies a broken or hostile node could send. Without
+// checks, each makes redigo panic (a length it cannot allocate), allocate
+// tens of gigabytes, recurse without bound or buffer a line without end.
+var hostileReplies = []struct{ name, reply string }{
+	{"a bulk string of 2^50 bytes", "$1125899906842624\r\n"},
+	{"an array of 2^50 elements", "*1125899906842624\r\n"},
+	{"a bulk length that overflows int64", "$99999999999999999999\r\n"},
+	{"a bulk string of 64 GiB", "$68719476736\r\n"},
+	{"arrays that declare 2^21 elements between them", "*1048576\r\n*1048576\r\n"},
+	{"arrays nested 100 deep", strings.Repeat("*1\r\n", 100)},
+	{"a status line of 2 MiB", "+" + strings.Repeat("a", 2<<20)},
+}
+
+// hostileOnce returns a fakeNode whose first connection answers its first
+// command with reply; later connections behave.
+func hostileOnce(t *testing.T, reply string) *fakeNode {
+	return startFake(t, func(i int, c *fakeConn) {
+		if i > 0 {
+			c.answerAll(pong)
+			return
+		}
+		if _, err := c.readCommand(); err == nil {
+			_, _ = io.WriteString(c, reply)
+		}
+	})
+}
+
+func TestNode_Do_failsOnAHostileReplyAndDropsTheConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range hostileReplies {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := hostileOnce(t, tc.reply)
+			n := newNode(t, f.addr)
+
+			_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+			ne := requireNodeError(t, err, f.addr)
+			require.Equal(t, "PING", ne.Op)
+			require.ErrorContains(t, err, "malformed or oversized reply")
+			require.False(t, ne.Replied())
+			waitFor(t, "the client drops the connection", func() bool { return f.dropped.Load() == 1 })
+
+			// The node is dialled again (after a short back-off) and works.
+			waitFor(t, "the node answers on a new connection", func() bool {
+				_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+				return err == nil
+			})
+			require.EqualValues(t, 2, f.accepted.Load())
+		})
+	}
+}
+
+// The replies that came before the bad one still reach their callers.
+func TestNode_Do_deliversTheRepliesBeforeAHostileOne(t *testing.T) {
+	t.Parallel()
+	f := hostileOnce(t, "+PONG\r\n$1125899906842624\r\n")
+	n := newNode(t, f.addr)
+
+	pong, err := redis.String(n.Do(ctxTimeout(t, waitLimit), "PING"))
+	require.NoError(t, err)
+	require.Equal(t, "PONG", pong)
+	_, err = n.Do(ctxTimeout(t, waitLimit), "PING")
+	requireNodeError(t, err, f.addr)
+	require.ErrorContains(t, err, "malformed or oversized reply")
+}
+
+// AUTH is answered while dialling: a hostile answer fails the dial.
+func TestNode_Do_failsTheDialOnAHostileAnswerToAUTH(t *testing.T) {
+	t.Parallel()
+	const password = "hostile-s3cret"
+	f := hostileOnce(t, "$1125899906842624\r\n")
+	n := newNode(t, f.addr, pool.WithPassword(password))
+
+	_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+	ne := requireNodeError(t, err, f.addr)
+	require.Equal(t, "dial", ne.Op)
+	require.ErrorContains(t, err, "malformed or oversized reply")
+	require.NotContains(t, err.Error(), password)
+}
+
+func TestNode_DialPubSub_failsTheReadOfAHostileReply(t *testing.T) {
+	t.Parallel()
+	for _, tc := range hostileReplies[:2] {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := hostileOnce(t, tc.reply)
+			n := newNode(t, f.addr)
+
+			c, err := n.DialPubSub(ctxTimeout(t, waitLimit))
+			require.NoError(t, err)
+			defer c.Close()
+			require.NoError(t, c.Send("SUBSCRIBE", "ch"))
+			require.NoError(t, c.Flush())
+			_, err = redis.ReceiveWithTimeout(c, waitLimit)
+			require.ErrorContains(t, err, "malformed or oversized reply")
+		})
+	}
+}

@@ -1,0 +1,205 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Limits on what a node may declare in a reply. redigo allocates a bulk
+// string or an array as soon as it reads its header, and reads nested
+// arrays recursively; a broken or hostile peer could make it allocate
+// terabytes (which panics the process) or recurse until the stack is
+// exhausted. The replies of lock commands are a few dozen bytes; the
+// limits leave room for anything a lock client sends through Do.
+const (
+	// maxBulkLen bounds one bulk string: 64 MiB (Redis's own default
+	// limit on what a client may send is 512 MB).
+	maxBulkLen = 64 << 20
+	// maxPendingElems bounds the array elements declared but not read yet,
+	// over all nesting levels: redigo allocates 16 bytes for each up front.
+	maxPendingElems = 1 << 20
+	// maxDepth bounds the nesting of arrays.
+	maxDepth = 32
+	// maxLineLen bounds a status, error or integer line, and a header.
+	maxLineLen = 1 << 20
+)
+
+// errBadReply is in the chain of the error of every call whose connection
+// was dropped because the node sent a reply that is malformed or exceeds
+// the limits above.
+var errBadReply = errors.New("malformed or oversized reply")
+
+// respConn checks the replies a node sends, as they are read, before
+// redigo parses them: a Read that would hand redigo a header out of bounds
+// returns an error instead, and so does every Read after it. Bytes before
+// the bad header are returned first, so replies that came before it still
+// reach their callers.
+type respConn struct {
+	net.Conn
+	s   respScanner
+	err error
+}
+
+func (c *respConn) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		good, bad := c.s.scan(p[:n])
+		if bad != nil {
+			c.err = bad
+			if good == 0 {
+				return 0, bad
+			}
+			return good, nil
+		}
+	}
+	return n, err
+}
+
+// respScanner follows the RESP2 framing that redigo reads (simple strings,
+// errors, integers, bulk strings, arrays) one byte range at a time, without
+// allocating. It only checks what redigo would otherwise trust: declared
+// lengths, nesting and line lengths. Other malformations are left for
+// redigo to report.
+type respScanner struct {
+	state   uint8
+	kind    byte  // the type byte of the line being read
+	neg     bool  // the header's value starts with '-'
+	digits  int   // digits in the header's value
+	val     int64 // the header's value so far
+	lineLen int   // bytes of the current line so far
+	bulk    int64 // bytes of bulk data (and its CRLF) still to skip
+	// The remaining element counts of the arrays being read, innermost
+	// last, and their sum.
+	stack   [maxDepth]int64
+	depth   int
+	pending int64
+}
+
+const (
+	stLineStart = iota // expecting a type byte
+	stLine             // inside a line, up to its '\n'
+	stBulk             // skipping bulk data
+)
+
+// scan consumes b. It returns how many bytes of b come before the line
+// that breaks a limit, and the error; or len(b) and nil.
+func (s *respScanner) scan(b []byte) (int, error) {
+	lineStart := 0 // where in b the current line began (0 if before b)
+	for i := 0; i < len(b); {
+		switch s.state {
+		case stBulk:
+			if int64(len(b)-i) < s.bulk {
+				s.bulk -= int64(len(b) - i)
+				return len(b), nil
+			}
+			i += int(s.bulk)
+			s.bulk = 0
+			// The CRLF after the data was skipped with it; redigo checks it.
+			s.complete()
+			s.state = stLineStart
+		case stLineStart:
+			lineStart = i
+			s.kind = b[i]
+			switch s.kind {
+			case '+', '-', ':', '$', '*':
+			default:
+				return lineStart, fmt.Errorf("%w: unexpected type byte %q", errBadReply, s.kind)
+			}
+			s.neg, s.digits, s.val, s.lineLen = false, 0, 0, 0
+			s.state = stLine
+			i++
+		case stLine:
+			c := b[i]
+			i++
+			if s.lineLen++; s.lineLen > maxLineLen {
+				return lineStart, fmt.Errorf("%w: a line longer than %d bytes", errBadReply, maxLineLen)
+			}
+			if c == '\n' {
+				if err := s.endLine(); err != nil {
+					return lineStart, err
+				}
+				continue
+			}
+			if s.kind != '$' && s.kind != '*' || c == '\r' {
+				continue
+			}
+			switch {
+			case c == '-' && s.digits == 0 && !s.neg:
+				s.neg = true
+			case c >= '0' && c <= '9':
+				s.digits++
+				if s.val = s.val*10 + int64(c-'0'); s.val > s.limit() {
+					return lineStart, s.tooLong()
+				}
+			default:
+				return lineStart, fmt.Errorf("%w: bad length in a %q header", errBadReply, s.kind)
+			}
+		}
+	}
+	return len(b), nil
+}
+
+// endLine acts on a complete line.
+func (s *respScanner) endLine() error {
+	s.state = stLineStart
+	if s.kind != '$' && s.kind != '*' {
+		s.complete()
+		return nil
+	}
+	switch {
+	case s.neg && s.digits == 1 && s.val == 1: // $-1, *-1: nil
+		s.complete()
+		return nil
+	case s.neg || s.digits == 0:
+		return fmt.Errorf("%w: bad length in a %q header", errBadReply, s.kind)
+	case s.kind == '$':
+		s.bulk = s.val + 2
+		s.state = stBulk
+		return nil
+	}
+	if s.val == 0 {
+		s.complete()
+		return nil
+	}
+	if s.pending+s.val > maxPendingElems {
+		return s.tooLong()
+	}
+	if s.depth == maxDepth {
+		return fmt.Errorf("%w: arrays nested more than %d deep", errBadReply, maxDepth)
+	}
+	s.stack[s.depth] = s.val
+	s.depth++
+	s.pending += s.val
+	return nil
+}
+
+// complete records that one element ended, and with it every array whose
+// last element it was.
+func (s *respScanner) complete() {
+	for s.depth > 0 {
+		s.pending--
+		if s.stack[s.depth-1]--; s.stack[s.depth-1] > 0 {
+			return
+		}
+		s.depth--
+	}
+}
+
+// limit returns the largest value the header being read may declare.
+func (s *respScanner) limit() int64 {
+	if s.kind == '$' {
+		return maxBulkLen
+	}
+	return maxPendingElems
+}
+
+func (s *respScanner) tooLong() error {
+	if s.kind == '$' {
+		return fmt.Errorf("%w: bulk string of %d bytes or more (limit %d)", errBadReply, s.val, maxBulkLen)
+	}
+	return fmt.Errorf("%w: array of %d elements or more (limit %d pending)", errBadReply, s.val, maxPendingElems)
+}
