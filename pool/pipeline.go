@@ -72,11 +72,17 @@ type pipe struct {
 	quit   chan struct{} // closed by close
 	closed atomic.Bool
 
+	// connecting is set while a dial is under way, and lastErr holds why
+	// the last attempt to connect failed (nil once one succeeded): a
+	// caller whose context ends while it waits for the dial is told so.
+	connecting atomic.Bool
+	lastErr    atomic.Pointer[error]
+
 	wmu       sync.Mutex // the write lock: guards the fields below
 	l         *link      // current link; nil when not connected
-	dialing   bool
-	downUntil time.Time // reconnect back-off
-	downErr   error
+	dialing   bool       // a dial, or a ping of an idle link, is under way
+	downUntil time.Time  // reconnect back-off
+	downErr   error      // why the last attempt to connect failed; nil after a success
 	backoff   time.Duration
 	batch     []*request
 	bg        sync.WaitGroup // the writer, the dialler, the idle ping
@@ -85,11 +91,13 @@ type pipe struct {
 // link is one connection of a pipe, with its reader.
 type link struct {
 	conn        redis.Conn
-	inflight    chan *request // sent, reply not read yet; closed when the link is dropped
-	broken      atomic.Bool   // set by either side on a connection error
-	failWith    atomic.Value  // error for requests still in flight when dropped
-	outstanding atomic.Int64  // requests sent whose reply has not been delivered
-	lastUsed    time.Time     // under the write lock
+	inflight    chan *request         // sent, reply not read yet; closed when the link is dropped
+	broken      atomic.Bool           // set by either side on a connection error
+	failWith    atomic.Value          // error for requests still in flight when dropped
+	good        atomic.Bool           // the node sent a reply that is not an error
+	cause       atomic.Pointer[error] // the first error on the link
+	outstanding atomic.Int64          // requests sent whose reply has not been delivered
+	lastUsed    time.Time             // under the write lock
 	readerDone  chan struct{}
 }
 
@@ -136,8 +144,29 @@ func (p *pipe) call(ctx context.Context, cmd string, args []any) (any, error) {
 		return r.reply, r.err
 	case <-ctx.Done():
 		req.left.Store(true) // req is not reused: a reply may still come
+		if p.connecting.Load() {
+			return nil, p.stillConnecting(ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
+}
+
+// stillConnecting is the error of a caller whose context ended while its
+// command waited for the node to be dialled: it says so, and why the last
+// attempt failed, rather than only that the deadline passed.
+func (p *pipe) stillConnecting(ctxErr error) error {
+	err := fmt.Errorf("still connecting to the node: %w", ctxErr)
+	if last := p.lastErr.Load(); last != nil {
+		err = fmt.Errorf("still connecting to the node (the last attempt failed: %w): %w", *last, ctxErr)
+	}
+	return wrapErr(p.n.addr, "dial", err, p.n.secret)
+}
+
+// nodeDown is the error of calls failed without trying: the node is in
+// its reconnect back-off, or being dialled again after a failure. It runs
+// under the write lock.
+func (p *pipe) nodeDown() error {
+	return wrapErr(p.n.addr, "dial", fmt.Errorf("%w: %w", errNodeDown, p.downErr), p.n.secret)
 }
 
 // start queues a request whose reply goes to its receiver, without
@@ -210,18 +239,24 @@ func (p *pipe) writeQueued() {
 			return
 		}
 		if p.l != nil && p.l.broken.Load() {
-			p.drop(p.l, errBroken)
-			p.l = nil
+			p.lost(p.l)
 		}
 		if p.l == nil {
 			switch {
+			case p.dialing && p.downErr != nil:
+				// Dialling again after a failure: the commands that
+				// started it wait for it, later ones fail at once with
+				// the cause, as during the back-off.
+				p.failQueued(p.nodeDown())
+				return
 			case p.dialing:
 				return // the dialler writes when it is done
 			case time.Now().Before(p.downUntil):
-				p.failQueued(wrapErr(p.n.addr, "dial", fmt.Errorf("%w: %v", errNodeDown, p.downErr), p.n.secret))
+				p.failQueued(p.nodeDown())
 				return
 			}
 			p.dialing = true
+			p.connecting.Store(true)
 			p.bg.Add(1)
 			go p.dial()
 			return
@@ -263,11 +298,14 @@ func (p *pipe) ping(l *link) {
 	_, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING")
 	p.wmu.Lock()
 	p.dialing = false
-	if err != nil && p.l == l {
-		p.drop(l, errBroken)
-		p.l = nil
-	} else {
+	switch {
+	case err == nil:
+		l.good.Store(true)
 		l.lastUsed = time.Now()
+	case p.l == l:
+		l.setCause(err)
+		l.broken.Store(true)
+		p.lost(l)
 	}
 	p.writeQueued()
 	p.wmu.Unlock()
@@ -285,18 +323,17 @@ func (p *pipe) dial() {
 	p.dialing = false
 	switch {
 	case err != nil:
-		if p.backoff == 0 {
-			p.backoff = minBackoff
-		} else if p.backoff *= 2; p.backoff > maxBackoff {
-			p.backoff = maxBackoff
-		}
-		p.downUntil, p.downErr = time.Now().Add(p.backoff), err
+		p.down(err)
 		p.failQueued(wrapErr(p.n.addr, "dial", err, p.n.secret))
 	case p.closed.Load():
 		_ = conn.Close()
 		p.failQueued(ErrClosed)
 	default:
-		p.backoff = 0
+		// The back-off is not reset yet: a node at its client limit
+		// accepts and closes. It is when the link is lost without having
+		// carried a good reply (lost).
+		p.downErr = nil
+		p.lastErr.Store(nil)
 		p.l = &link{
 			conn:       conn,
 			inflight:   make(chan *request, 4*maxBatch),
@@ -306,8 +343,38 @@ func (p *pipe) dial() {
 		go p.reader(p.l)
 		p.writeQueued()
 	}
+	p.connecting.Store(false)
 	p.wmu.Unlock()
 	p.flush()
+}
+
+// down starts or lengthens the back-off after a failure to connect. It
+// runs under the write lock.
+func (p *pipe) down(err error) {
+	if p.backoff == 0 {
+		p.backoff = minBackoff
+	} else if p.backoff *= 2; p.backoff > maxBackoff {
+		p.backoff = maxBackoff
+	}
+	p.downUntil, p.downErr = time.Now().Add(p.backoff), err
+	p.lastErr.Store(&err)
+}
+
+// lost drops the current link l, which broke. A link that carried a good
+// reply resets the back-off: the node is dialled again at once. One that
+// did not counts as a failed dial. It runs under the write lock.
+func (p *pipe) lost(l *link) {
+	p.drop(l, errBroken)
+	p.l = nil
+	if l.good.Load() {
+		p.backoff = 0
+		return
+	}
+	cause := errBroken
+	if c := l.cause.Load(); c != nil {
+		cause = *c
+	}
+	p.down(fmt.Errorf("connection lost before the node answered: %w", cause))
 }
 
 // send writes a batch on l in one flush and hands its requests to l's
@@ -342,8 +409,9 @@ func (p *pipe) send(l *link, batch []*request) {
 	if err != nil {
 		// Commands that reached the buffer may or may not reach the node:
 		// they fail like any command on a broken connection.
-		l.broken.Store(true)
 		err = fmt.Errorf("write: %w", err)
+		l.setCause(err)
+		l.broken.Store(true)
 		for _, r := range batch {
 			p.deliver(r, nil, err)
 		}
@@ -371,6 +439,7 @@ func (p *pipe) drop(l *link, err error) {
 func (p *pipe) reader(l *link) {
 	defer close(l.readerDone)
 	var broken error
+	good := false
 	for r := range l.inflight {
 		if broken == nil && l.broken.Load() {
 			broken = errBroken
@@ -384,6 +453,14 @@ func (p *pipe) reader(l *link) {
 			continue
 		}
 		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.readTimeout)
+		if !good {
+			if err == nil {
+				good = true
+				l.good.Store(true)
+			} else {
+				l.setCause(err)
+			}
+		}
 		if _, replied := err.(redis.Error); err != nil && !replied {
 			// A transport error: nothing more can be read from this
 			// connection. Close it so that the writer sees it too.
@@ -397,6 +474,11 @@ func (p *pipe) reader(l *link) {
 		l.outstanding.Add(-1)
 		p.deliver(r, reply, err)
 	}
+}
+
+// setCause records err as the link's first error, unless it has one.
+func (l *link) setCause(err error) {
+	l.cause.CompareAndSwap(nil, &err)
 }
 
 // failQueued fails every request still waiting in the queue.

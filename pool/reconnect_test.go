@@ -1,0 +1,95 @@
+package pool_test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// A TLS client on a plain node fails its handshake after the dial timeout
+// (or at once, when the node happens to answer the ClientHello). Callers
+// whose deadlines are much shorter must still learn why: while the node is
+// being dialled they are told so, and once a dial failed, every call says
+// how.
+func TestNode_Do_overTLSOnAPlainNodeReportsTheHandshakeToShortDeadlines(t *testing.T) {
+	t.Parallel()
+	s := startNode(t)
+	const password = "tls-plain-s3cret"
+	const dialTimeout = 300 * time.Millisecond
+	n := newNode(t, s.Addr(), pool.WithTLS(&tls.Config{InsecureSkipVerify: true}),
+		pool.WithPassword(password), pool.WithDialTimeout(dialTimeout))
+
+	handshake := 0 // calls that reported the failed handshake
+	seen := map[string]bool{}
+	for start := time.Now(); time.Since(start) < 4*dialTimeout; {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := n.Do(ctx, "PING")
+		cancel()
+		ne := requireNodeError(t, err, s.Addr())
+		require.Equal(t, "dial", ne.Op, "a call on a node that cannot be dialled: %v", err)
+		require.NotContains(t, err.Error(), password)
+		if msg := err.Error(); !seen[msg] {
+			seen[msg] = true
+			t.Log(msg)
+		}
+		if strings.Contains(err.Error(), "TLS handshake") {
+			handshake++
+		} else {
+			require.Zero(t, handshake, "once a dial failed, every call must say how: %v", err)
+			require.ErrorContains(t, err, "still connecting")
+			require.True(t, ne.Timeout(), "%v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NotZero(t, handshake, "no call reported the failed handshake")
+}
+
+// A node at its client limit accepts a connection, sends an error and
+// closes it. That is not a successful dial: the node must be dialled again
+// only after the growing back-off, not for every batch of commands.
+func TestNode_Do_onANodeThatAcceptsAndClosesBacksOff(t *testing.T) {
+	t.Parallel()
+	f := startFake(t, func(_ int, c *fakeConn) {
+		_, _ = io.WriteString(c, "-ERR max number of clients reached\r\n")
+		c.Close()
+	})
+	n := newNode(t, f.addr)
+
+	calls := 0
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; calls++ {
+		_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+		requireNodeError(t, err, f.addr)
+	}
+	// The back-off doubles from 10ms to 1s: about 8 dials in 1.5s.
+	dials := f.accepted.Load()
+	t.Logf("%d dials for %d calls", dials, calls)
+	require.LessOrEqual(t, dials, int64(20), "the node was dialled in a loop (%d calls)", calls)
+}
+
+// After a failure the back-off is reset only by a link that worked: the
+// node is dialled again at once when such a link breaks.
+func TestNode_Do_redialsAtOnceAfterALinkThatWorked(t *testing.T) {
+	t.Parallel()
+	f := startFake(t, func(_ int, c *fakeConn) {
+		args, err := c.readCommand()
+		if err == nil {
+			_, _ = io.WriteString(c, pong(args))
+		}
+		c.Close() // one reply per connection
+	})
+	n := newNode(t, f.addr, pool.WithPingAfterIdle(0))
+	for i := range 20 {
+		waitFor(t, "a reply", func() bool {
+			_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+			return err == nil
+		})
+		require.LessOrEqual(t, f.accepted.Load(), int64(3*(i+1)), "dials")
+	}
+}
