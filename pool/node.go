@@ -38,14 +38,16 @@ type Node struct {
 	pubOpt []redis.DialOption // for DialPubSub: deadlines applied exactly
 	pipes  []*pipe
 	seed   maphash.Seed
+	gen    atomic.Uint64 // connections opened for commands
 	closed atomic.Bool
 	once   sync.Once
 }
 
 var (
-	_ Pool       = (*Node)(nil)
-	_ Starter    = (*Node)(nil)
-	_ Subscriber = (*Node)(nil)
+	_ Pool        = (*Node)(nil)
+	_ Starter     = (*Node)(nil)
+	_ Subscriber  = (*Node)(nil)
+	_ Reconnector = (*Node)(nil)
 )
 
 // New returns a pipelined pool for the Redis node at addr ("host:port"). It
@@ -99,6 +101,12 @@ func (n *Node) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	}
 	return c, nil
 }
+
+// Generation returns how many connections the Node has opened for
+// commands; it implements Reconnector. It grows when a connection is opened
+// (after a failure, a restart of the node, or on first use), before any
+// command is written on it. DialPubSub's connections are not counted.
+func (n *Node) Generation() uint64 { return n.gen.Load() }
 
 // Addr returns the node's address as given to New.
 func (n *Node) Addr() string { return n.addr }

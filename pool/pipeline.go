@@ -334,6 +334,7 @@ func (p *pipe) dial() {
 		// carried a good reply (lost).
 		p.downErr = nil
 		p.lastErr.Store(nil)
+		p.n.gen.Add(1) // before anything is written on the new link
 		p.l = &link{
 			conn:       conn,
 			inflight:   make(chan *request, 4*maxBatch),

@@ -62,6 +62,14 @@ type Subscriber interface {
 	DialPubSub(ctx context.Context) (redis.Conn, error)
 }
 
+// Reconnector is implemented by pools that can tell when they start using
+// a new connection to the node: Generation changes (grows) every time one
+// is opened, before any command is sent on it. A node that restarts loses
+// its connections, so a reply that came after a check made while
+// Generation returned g, read while Generation still returns g, came from
+// the node process that was checked. Node implements it.
+type Reconnector interface{ Generation() uint64 }
+
 // ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.
 var ErrClosed = errors.New("redlock/pool: pool closed")
 

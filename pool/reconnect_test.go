@@ -93,3 +93,33 @@ func TestNode_Do_redialsAtOnceAfterALinkThatWorked(t *testing.T) {
 		require.LessOrEqual(t, f.accepted.Load(), int64(3*(i+1)), "dials")
 	}
 }
+
+func TestNode_Generation_growsWhenTheNodeIsRestartedAndNotOtherwise(t *testing.T) {
+	t.Parallel()
+	s := startNode(t)
+	n := newNode(t, s.Addr())
+	var rc pool.Reconnector = n
+	require.Zero(t, rc.Generation(), "no connection before the first call")
+
+	ctx := ctxTimeout(t, 30*time.Second)
+	_, err := n.Do(ctx, "SET", "k", "v")
+	require.NoError(t, err)
+	g := rc.Generation()
+	require.NotZero(t, g)
+	for range 200 {
+		_, err := n.Do(ctx, "GET", "k")
+		require.NoError(t, err)
+	}
+	c, err := n.DialPubSub(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.Equal(t, g, rc.Generation(), "no new connection on a healthy node")
+
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	waitFor(t, "the restarted node answers", func() bool {
+		_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+		return err == nil
+	})
+	require.Greater(t, rc.Generation(), g)
+}
