@@ -1,0 +1,503 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// The ACL rules of docs/operations.md, feature by feature: the commands a
+// Client sends, directly or from its scripts, and the keys and channels
+// it touches when its lock keys start with "lock:".
+var (
+	// Every Client: the check of an idle connection, and the keep-alive
+	// of the pub/sub connections. AUTH needs no rule.
+	aclConnection = []string{"ping"}
+	// TryLock, Extend and Unlock, and Lock, Do and automatic extension
+	// when they do not wait.
+	aclPlain = []string{"set", "get", "del", "pexpire", "publish", "eval", "evalsha"}
+	// Lock and Do that wait, with queueing (the default).
+	aclWaiting = []string{"time", "zadd", "zrange", "zrem", "hget", "hset", "hdel", "pttl", "subscribe", "unsubscribe"}
+	// WithFencing: a refusal reads the holder's TTL, and a failed
+	// acquisition is released by the script that serves the queue.
+	aclFencing = []string{"pttl", "zrange"}
+	// Restart safety (on by default): a script reads the node's run id and
+	// uptime (INFO server) and its marker key.
+	aclRestart = []string{"info|server", "get", "set", "eval", "evalsha"}
+	// The lock keys, their queues and fence counters, the nodes' epoch,
+	// and the marker of restart safety.
+	aclKeys = []string{"~lock:*", "~redlock:epoch", "~redlock:node"}
+	// The release announcements, and the hand-offs to each Client.
+	aclChannels = []string{"&redlock:released:lock:*", "&redlock:handoff:*:lock:*"}
+)
+
+// The ACL user of these tests.
+const (
+	aclUser     = "locker"
+	aclPassword = "locker-password"
+)
+
+// documentedACL returns every command of the documented rules, once.
+func documentedACL() []string {
+	all := slices.Concat(aclConnection, aclRestart, aclPlain, aclWaiting, aclFencing)
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+// setACL gives the test user exactly the documented key and channel
+// patterns and the commands cmds on every node, and empties the nodes'
+// ACL logs.
+func setACL(t testing.TB, nodes []*redistest.Server, cmds []string) {
+	t.Helper()
+	args := []any{"SETUSER", aclUser, "reset", "on", ">" + aclPassword}
+	for _, p := range slices.Concat(aclKeys, aclChannels) {
+		args = append(args, p)
+	}
+	args = append(args, "-@all")
+	for _, c := range cmds {
+		args = append(args, "+"+c)
+	}
+	for i, s := range nodes {
+		_, err := s.Do("ACL", args...)
+		require.NoError(t, err, "node %d", i)
+		_, err = s.Do("ACL", "LOG", "RESET")
+		require.NoError(t, err, "node %d", i)
+	}
+}
+
+// aclPools returns pools that authenticate as the test user.
+func aclPools(t testing.TB, addrs []string, opts ...pool.Option) []pool.Pool {
+	t.Helper()
+	return newPools(t, addrs, append([]pool.Option{pool.WithUser(aclUser, aclPassword)}, opts...)...)
+}
+
+// deniedCommands returns the commands that node s refused for lack of a
+// permission since its ACL log was last emptied (the log's "object" field:
+// the command's name, or the key or channel denied).
+func deniedCommands(t testing.TB, s *redistest.Server) []string {
+	t.Helper()
+	entries, err := redis.Values(s.Do("ACL", "LOG"))
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		fields, err := redis.Values(e, nil)
+		require.NoError(t, err)
+		for i := 0; i+1 < len(fields); i += 2 {
+			if k, _ := redis.String(fields[i], nil); k == "object" {
+				v, _ := redis.String(fields[i+1], nil)
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// psubscribe subscribes to the channels that match pattern on s and
+// returns a function that returns the next message's channel.
+func psubscribe(t *testing.T, s *redistest.Server, pattern string) func() string {
+	t.Helper()
+	psc := redis.PubSubConn{Conn: dialNode(t, s)}
+	require.NoError(t, psc.PSubscribe(pattern))
+	for subscribed := false; !subscribed; {
+		switch m := psc.Receive().(type) {
+		case redis.Subscription:
+			subscribed = true
+		case error:
+			require.NoError(t, m)
+		}
+	}
+	return func() string {
+		t.Helper()
+		switch m := psc.ReceiveWithTimeout(quickly).(type) {
+		case redis.Message:
+			return m.Channel
+		case error:
+			require.NoError(t, m)
+		}
+		return ""
+	}
+}
+
+// awaitAbsent waits until no node holds key: a release returns once a
+// quorum released, the other nodes follow.
+func awaitAbsent(t testing.TB, nodes []*redistest.Server, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range nodes {
+			if _, ok := get(t, s, key); ok {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 2*time.Millisecond, "key %q left on a node", key)
+}
+
+// A user with exactly the documented rules, and nothing else, runs every
+// feature on 5 nodes: TryLock, Extend and Unlock; Lock calls that wait and
+// take the key by hand-off from one Client to another; fenced locks, taken
+// at once, after waiting, and failed (and cleaned up); Do with automatic
+// extension. No node refused a single command along the way, so no
+// feature ran degraded either.
+func TestACL_theDocumentedRulesSufficeForEveryFeature(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	setACL(t, nodes, documentedACL())
+	a := newClient(t, aclPools(t, addrs))
+	b := newClient(t, aclPools(t, addrs))
+	e := &env{t: t, nodes: nodes}
+
+	t.Run("TryLockExtendUnlock", func(t *testing.T) {
+		key := newKey(t)
+		l, err := a.TryLock(ctxT(t, quickly), key, longTTL)
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctxT(t, quickly), longTTL))
+		awaitToken(t, nodes, key, l.Token())
+		require.NoError(t, l.Unlock(ctxT(t, quickly)))
+		awaitAbsent(t, nodes, key)
+	})
+
+	t.Run("WaitingAndHandOffs", func(t *testing.T) {
+		key := newKey(t)
+		handoffs := psubscribe(t, nodes[0], "redlock:handoff:*")
+		// a holds the key; one of a's Lock calls waits for it, then one
+		// of b's. a's release hands the key to a's waiter, whose release
+		// hands it to b's. They never retry: only what the nodes announce
+		// ends their wait.
+		held := takeEverywhere(t, e, a, key, longTTL)
+		gotA := lockAsync(ctxT(t, time.Minute), a, key, longTTL, neverRetry)
+		awaitWaiting(t, nodes, key, 1)
+		gotB := lockAsync(ctxT(t, time.Minute), b, key, longTTL, neverRetry)
+		awaitWaiting(t, nodes, key, 2)
+		require.NoError(t, held.Unlock(ctxT(t, quickly)))
+		for _, got := range []<-chan lockResult{gotA, gotB} {
+			var r lockResult
+			select {
+			case r = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a waiter got no hand-off")
+			}
+			require.NoError(t, r.err)
+			require.Contains(t, handoffs(), ":"+key, "the node announced a hand-off")
+			awaitToken(t, nodes, key, r.l.Token())
+			require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+		}
+		awaitAbsent(t, nodes, key)
+		for i, s := range nodes {
+			require.Zero(t, queued(t, s, key), "node %d: the releases took the waiters out of the queue", i)
+		}
+	})
+
+	t.Run("Fencing", func(t *testing.T) {
+		key := newKey(t)
+		l, err := a.TryLock(ctxT(t, quickly), key, longTTL, redlock.WithFencing())
+		require.NoError(t, err)
+		require.Positive(t, l.Fence())
+		awaitToken(t, nodes, key, l.Token())
+		got := lockAsync(ctxT(t, time.Minute), b, key, longTTL, redlock.WithFencing())
+		awaitWaiting(t, nodes, key, 1)
+		require.NoError(t, l.Unlock(ctxT(t, quickly)))
+		r := <-got
+		require.NoError(t, r.err)
+		require.Greater(t, r.l.Fence(), l.Fence())
+		awaitToken(t, nodes, key, r.l.Token())
+		require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
+		awaitAbsent(t, nodes, key)
+
+		// Refused by 3 nodes: the 2 that granted it are released.
+		key = newKey(t)
+		holdForeign(t, nodes, key, 0, 1, 2)
+		_, err = a.TryLock(ctxT(t, quickly), key, longTTL, redlock.WithFencing())
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		require.True(t, asQuorumError(t, err).Busy(), err)
+		require.Eventually(t, func() bool {
+			for _, i := range []int{3, 4} {
+				if _, ok := get(t, nodes[i], key); ok {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 2*time.Millisecond, "the failed acquisition left its token")
+	})
+
+	t.Run("DoWithAutomaticExtension", func(t *testing.T) {
+		const ttl = time.Second
+		key := newKey(t)
+		extended := false
+		err := a.Do(ctxT(t, 10*time.Second), key, ttl, func(ctx context.Context) error {
+			// Outlive the TTL: only extensions keep the key.
+			select {
+			case <-time.After(ttl + ttl/2):
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			_, ok := get(t, nodes[0], key)
+			extended = ok
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, extended, "the key outlived its TTL")
+		awaitAbsent(t, nodes, key)
+	})
+
+	for i, s := range nodes {
+		require.Empty(t, deniedCommands(t, s), "node %d refused commands", i)
+	}
+}
+
+// permissionText reports whether msg is Redis 7.0's refusal of a command,
+// key or channel for lack of permission: NOPERM for a command sent by the
+// client, "The user executing the script can't ..." for one a script
+// called.
+func permissionText(msg string) bool {
+	return strings.Contains(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")
+}
+
+// requirePermissionError asserts that err is a failed round in which no
+// node succeeded and enough nodes failed to decide it, each with its own
+// address and a refusal for lack of permission in its error; want are
+// strings that every such error must contain as well.
+func requirePermissionError(t testing.TB, err error, addrs []string, want ...string) {
+	t.Helper()
+	require.Error(t, err, "a refused command must not go unnoticed")
+	qe := asQuorumError(t, err)
+	require.Zero(t, qe.Count(redlock.NodeOK), statuses(qe))
+	require.Greater(t, qe.Count(redlock.NodeFailed), len(qe.Nodes)-qe.Quorum, statuses(qe))
+	for i, n := range qe.Nodes {
+		if n.Status != redlock.NodeFailed {
+			continue
+		}
+		requireNodeFailed(t, qe, i, addrs[i], want...)
+		require.True(t, permissionText(n.Err.Error()), "node %d: not a permission error: %v", i, n.Err)
+	}
+}
+
+// Without any one of the commands that locking needs, the call that needs
+// it fails: every node's error names the node and says that permission
+// was refused, and it comes at once (a Lock that waits gives up after its
+// retries), never after a hang, and never as a success. A command sent by
+// the client is named with NOPERM; one that a script calls is reported as
+// Redis 7.0 words it (see TestACL_aCommandDeniedInAScriptIsNamed).
+func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	ctx := func(t *testing.T) context.Context { return ctxT(t, 10*time.Second) }
+	// Lock gives up after a few failed rounds instead of waiting for its
+	// context: the test sees the error of a whole round.
+	fewRetries := redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond, MaxRetries: 5})
+
+	// The calls that need a command, each returning the error that the
+	// missing command causes.
+	tryLock := func(t *testing.T, cl *redlock.Client, key string) error {
+		_, err := cl.TryLock(ctx(t), key, longTTL)
+		return err
+	}
+	extend := func(t *testing.T, cl *redlock.Client, key string) error {
+		l, err := cl.TryLock(ctx(t), key, longTTL)
+		require.NoError(t, err)
+		return l.Extend(ctx(t), longTTL)
+	}
+	unlock := func(t *testing.T, cl *redlock.Client, key string) error {
+		l, err := cl.TryLock(ctx(t), key, longTTL)
+		require.NoError(t, err)
+		awaitToken(t, nodes, key, l.Token())
+		return l.Unlock(ctx(t))
+	}
+	// The key is held for a moment, so that Lock waits, queues, and then
+	// finds it free.
+	holdBriefly := func(t *testing.T, key string) {
+		for i, s := range nodes {
+			_, err := s.Do("SET", key, foreignToken, "PX", 200)
+			require.NoError(t, err, "node %d", i)
+		}
+	}
+	waitingLock := func(t *testing.T, cl *redlock.Client, key string) error {
+		holdBriefly(t, key)
+		l, err := cl.Lock(ctx(t), key, longTTL, fewRetries)
+		if err == nil {
+			_ = l.Unlock(ctx(t))
+		}
+		return err
+	}
+	unlockAfterWaiting := func(t *testing.T, cl *redlock.Client, key string) error {
+		holdBriefly(t, key)
+		l, err := cl.Lock(ctx(t), key, longTTL, fewRetries)
+		require.NoError(t, err)
+		// The release script takes the waiter out of the queue first, on
+		// every node, whether the node holds the key or not.
+		return l.Unlock(ctx(t))
+	}
+
+	// Restart safety is off in the rows about locking, so that the call
+	// reaches the command; the rows about restart safety leave it on.
+	for _, tc := range []struct {
+		cmd     string
+		call    func(*testing.T, *redlock.Client, string) error
+		direct  bool   // sent by the client, not called by a script
+		restart bool   // the restart check needs the command
+		pending string // why the error does not say NOPERM yet
+	}{
+		{cmd: "set", call: tryLock, direct: true},
+		{cmd: "get", call: extend},
+		{cmd: "pexpire", call: extend},
+		{cmd: "evalsha", call: extend, direct: true},
+		{cmd: "eval", call: extend, direct: true}, // the nodes lack the script
+		{cmd: "del", call: unlock},
+		{cmd: "publish", call: unlock},
+		{cmd: "time", call: waitingLock},
+		{cmd: "zrange", call: waitingLock},
+		{cmd: "hget", call: waitingLock},
+		{cmd: "zrem", call: unlockAfterWaiting},
+		{cmd: "hdel", call: unlockAfterWaiting},
+		{cmd: "info|server", call: tryLock, restart: true, pending: restartCheckPending},
+		{cmd: "get", call: tryLock, restart: true, pending: restartCheckPending},
+		{cmd: "eval", call: tryLock, restart: true, pending: restartCheckPending},
+	} {
+		name := tc.cmd
+		if tc.restart {
+			name = "restart check " + name
+		}
+		t.Run(name, func(t *testing.T) {
+			require.Contains(t, documentedACL(), tc.cmd)
+			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == tc.cmd }))
+			if tc.cmd == "eval" {
+				for i, s := range nodes {
+					_, err := s.Do("SCRIPT", "FLUSH")
+					require.NoError(t, err, "node %d", i)
+				}
+			}
+			cl := newClient(t, aclPools(t, addrs), redlock.WithRestartSafety(tc.restart))
+			start := time.Now()
+			err := tc.call(t, cl, newKey(t))
+			require.Less(t, time.Since(start), 5*time.Second)
+			require.Error(t, err, "a refused command must not go unnoticed")
+			require.NotErrorIs(t, err, context.DeadlineExceeded)
+			denied := 0
+			cmd, _, _ := strings.Cut(tc.cmd, "|")
+			for _, s := range nodes {
+				if slices.Contains(deniedCommands(t, s), cmd) {
+					denied++
+				}
+			}
+			require.Positive(t, denied, "no node logged a refusal of %s", tc.cmd)
+			if tc.pending != "" {
+				qe := asQuorumError(t, err)
+				require.Zero(t, qe.Count(redlock.NodeOK), statuses(qe))
+				for _, n := range qe.Nodes {
+					if n.Status == redlock.NodeFailed {
+						require.Contains(t, err.Error(), n.Addr)
+					}
+				}
+				t.Skip("pending fix: " + tc.pending)
+			}
+			var want []string
+			if tc.direct {
+				want = []string{"NOPERM", "'" + tc.cmd + "'"}
+			}
+			requirePermissionError(t, err, addrs, want...)
+		})
+	}
+}
+
+// restartCheckPending says why a refusal of the restart check does not
+// read as one yet.
+const restartCheckPending = "a node whose restart check was refused fails every acquisition with " +
+	"\"node not checked for a restart yet (new connection)\", without the refusal"
+
+// Without one of the commands that only make waiting efficient, a Lock
+// that waits still gets the key once it is free, and releases it: it
+// polls instead of being woken (subscribe), is not queued (zadd, hset),
+// is not told the holder's TTL (pttl), or dials its connections again
+// (ping, unsubscribe). The node's ACL log shows the refusals.
+func TestACL_withoutACommandThatOnlyHelpsWaitingLockStillWorks(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	for _, cmd := range []string{"zadd", "hset", "pttl", "subscribe", "unsubscribe", "ping"} {
+		t.Run(cmd, func(t *testing.T) {
+			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == cmd }))
+			// Idle connections are checked with PING before every call.
+			cl := newClient(t, aclPools(t, addrs, pool.WithPingAfterIdle(time.Millisecond)))
+			key := newKey(t)
+			for i, s := range nodes {
+				_, err := s.Do("SET", key, foreignToken, "PX", 200)
+				require.NoError(t, err, "node %d", i)
+			}
+			l, err := cl.Lock(ctxT(t, 5*time.Second), key, longTTL)
+			require.NoError(t, err)
+			awaitToken(t, nodes, key, l.Token())
+			require.NoError(t, l.Unlock(ctxT(t, quickly)))
+			awaitAbsent(t, nodes, key)
+			// UNSUBSCRIBE goes out a second after the last waiter left.
+			require.Eventually(t, func() bool {
+				for _, s := range nodes {
+					if slices.Contains(deniedCommands(t, s), cmd) {
+						return true
+					}
+				}
+				return false
+			}, 5*time.Second, 10*time.Millisecond, "no node logged a refusal of %s", cmd)
+		})
+	}
+}
+
+// A key outside the user's key patterns is refused with NOPERM by every
+// node, and the error names the nodes.
+func TestACL_aKeyOutsideThePatternsIsRefused(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	setACL(t, c.Nodes(), documentedACL())
+	cl := newClient(t, aclPools(t, c.Addrs()))
+	_, err := cl.TryLock(ctxT(t, quickly), "other:"+newKey(t), longTTL)
+	requirePermissionError(t, err, c.Addrs(), "NOPERM", "keys")
+}
+
+// A command that a script calls and the user may not run is refused by
+// Redis 7.0 with "ERR The user executing the script can't run this
+// command or subcommand script: <sha>, on @user_script:<line>.": neither
+// NOPERM nor the command's name. The error should say both.
+func TestACL_aCommandDeniedInAScriptIsNamed(t *testing.T) {
+	t.Skip("pending fix: a command refused inside a script is reported as Redis 7.0 words it, without NOPERM or the command's name")
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "pexpire" }))
+	cl := newClient(t, aclPools(t, addrs))
+	l, err := cl.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.NoError(t, err)
+	err = l.Extend(ctxT(t, quickly), longTTL)
+	requirePermissionError(t, err, addrs, "NOPERM")
+	require.Contains(t, strings.ToUpper(err.Error()), "PEXPIRE")
+}
+
+// Without PUBLISH, the release scripts delete the key and then fail to
+// announce it. Unlock must say so: the key was released, the announcement
+// failed for lack of the PUBLISH permission. Today it reports ErrLockLost.
+func TestACL_unlockWithoutPublishSaysTheKeyWasReleased(t *testing.T) {
+	t.Skip("pending fix: without PUBLISH, Unlock reports ErrLockLost although the key was deleted")
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "publish" }))
+	cl := newClient(t, aclPools(t, addrs))
+	key := newKey(t)
+	l, err := cl.TryLock(ctxT(t, quickly), key, longTTL)
+	require.NoError(t, err)
+	awaitToken(t, nodes, key, l.Token())
+	err = l.Unlock(ctxT(t, quickly))
+	require.Error(t, err, "the release was not announced")
+	require.False(t, errors.Is(err, redlock.ErrLockLost), "the key was released: %v", err)
+	require.Contains(t, err.Error(), "NOPERM")
+	require.Contains(t, strings.ToUpper(err.Error()), "PUBLISH")
+	named := false
+	for _, a := range addrs {
+		named = named || strings.Contains(err.Error(), a)
+	}
+	require.True(t, named, "the error names the nodes: %v", err)
+	awaitAbsent(t, nodes, key)
+}
