@@ -22,6 +22,24 @@
 // to EVAL when the node answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 // NOSCRIPT is never returned to the caller as the script's answer.
 //
+// # Broken and hostile nodes
+//
+// redigo trusts the lengths a node declares: a reply header such as
+// "$1125899906842624" makes it allocate that much, or panic, which ends the
+// process. A Node checks every reply as it is read, before redigo sees it:
+// a bulk string may declare at most 64 MiB, the arrays being read at most
+// 2^20 elements between them, nested at most 32 deep, and a line may be at
+// most 1 MiB long. A reply beyond those limits drops the connection, and
+// the calls on it fail with a *NodeError. DialPubSub's connections are
+// checked the same way.
+//
+// The pools of FromRedigo read through connections that the caller's
+// redigo pool dials, which cannot be checked. A panic of redigo during a
+// call becomes the call's *NodeError and the connection is closed, and
+// DialPubSub's connections turn such a panic into a read error; but a
+// declared length that can be allocated (up to the memory of the machine)
+// is allocated. Use New for nodes that are not trusted.
+//
 // # Implementations
 //
 // New returns a Node: it dials the node itself, with safe defaults (see the

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,45 @@ func TestNode_DialPubSub_failsTheReadOfAHostileReply(t *testing.T) {
 			require.ErrorContains(t, err, "malformed or oversized reply")
 		})
 	}
+}
+
+// redigo panics on a length it cannot allocate. FromRedigo's pools cannot
+// check what their connections read, but the panic must not escape.
+func TestFromRedigo_Do_failsOnAHostileReplyAndDropsTheConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range hostileReplies[:3] {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := hostileOnce(t, tc.reply)
+			p := fromRedigo(t, f.addr, "hostile-a")
+
+			_, err := p.Do(ctxTimeout(t, waitLimit), "PING")
+			ne := requireNodeError(t, err, "hostile-a")
+			require.Equal(t, "PING", ne.Op)
+			require.ErrorContains(t, err, "malformed or oversized reply")
+			waitFor(t, "the client drops the connection", func() bool { return f.dropped.Load() == 1 })
+
+			// The broken connection was not put back in the pool.
+			pong, err := redis.String(p.Do(ctxTimeout(t, waitLimit), "PING"))
+			require.NoError(t, err)
+			require.Equal(t, "PONG", pong)
+			require.EqualValues(t, 2, f.accepted.Load())
+		})
+	}
+}
+
+func TestFromRedigo_DialPubSub_failsTheReadOfAHostileReply(t *testing.T) {
+	t.Parallel()
+	f := hostileOnce(t, "*1125899906842624\r\n")
+	p := fromRedigo(t, f.addr, "hostile-a")
+
+	c, err := p.(pool.Subscriber).DialPubSub(ctxTimeout(t, waitLimit))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Send("SUBSCRIBE", "ch"))
+	require.NoError(t, c.Flush())
+	start := time.Now()
+	_, err = redis.ReceiveWithTimeout(c, waitLimit)
+	require.ErrorContains(t, err, "malformed or oversized reply")
+	require.Less(t, time.Since(start), boundedBy)
 }

@@ -67,7 +67,8 @@ type Subscriber interface {
 // is opened, before any command is sent on it. A node that restarts loses
 // its connections, so a reply that came after a check made while
 // Generation returned g, read while Generation still returns g, came from
-// the node process that was checked. Node implements it.
+// the node process that was checked. Node and the pools of FromRedigo
+// implement it.
 type Reconnector interface{ Generation() uint64 }
 
 // ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.

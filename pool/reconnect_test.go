@@ -3,11 +3,13 @@ package pool_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/pool"
@@ -122,4 +124,98 @@ func TestNode_Generation_growsWhenTheNodeIsRestartedAndNotOtherwise(t *testing.T
 		return err == nil
 	})
 	require.Greater(t, rc.Generation(), g)
+}
+
+// ---------------------------------------------------------------------------
+// FromRedigo.
+
+// silentNode accepts connections and never answers.
+func silentNode(t *testing.T) *fakeNode {
+	return startFake(t, func(_ int, c *fakeConn) {})
+}
+
+// stuckDial is a redigo pool whose Dial (no context, no timeouts) sends
+// AUTH to addr and waits for an answer that never comes.
+func stuckDial(addr string) *redis.Pool {
+	return &redis.Pool{Dial: func() (redis.Conn, error) {
+		return redis.Dial("tcp", addr, redis.DialPassword("never-answered"))
+	}}
+}
+
+// within runs f and fails the test unless it returns within d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s had not returned after %v", what, d)
+	}
+}
+
+func TestFromRedigo_Do_withADialThatIgnoresContextsReturnsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	f := silentNode(t)
+	p := pool.FromRedigo(stuckDial(f.addr), "stuck-a")
+	defer within(t, boundedBy, "Close", func() { p.Close() })
+
+	for _, call := range []func(ctx context.Context) error{
+		func(ctx context.Context) error { _, err := p.Do(ctx, "PING"); return err },
+		func(ctx context.Context) error { _, err := p.Eval(ctx, concatScript, "k", "a", "b"); return err },
+	} {
+		var err error
+		within(t, boundedBy, "a call with a short deadline", func() { err = call(ctxTimeout(t, shortDeadline)) })
+		ne := requireNodeError(t, err, "stuck-a")
+		require.Equal(t, "dial", ne.Op)
+		require.True(t, ne.Timeout(), "want a timeout, got %v", err)
+	}
+}
+
+func TestFromRedigo_DialPubSub_withADialThatIgnoresContextsReturnsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	f := silentNode(t)
+	p := pool.FromRedigo(stuckDial(f.addr), "stuck-a")
+	defer p.Close()
+
+	var err error
+	within(t, boundedBy, "DialPubSub with a short deadline", func() {
+		_, err = p.(pool.Subscriber).DialPubSub(ctxTimeout(t, shortDeadline))
+	})
+	ne := requireNodeError(t, err, "stuck-a")
+	require.Equal(t, "dial", ne.Op)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+}
+
+func TestFromRedigo_Generation_growsWhenTheNodeIsRestartedAndNotOtherwise(t *testing.T) {
+	t.Parallel()
+	s := startNode(t)
+	p := fromRedigo(t, s.Addr(), s.Addr())
+	rc, ok := p.(pool.Reconnector)
+	require.True(t, ok, "FromRedigo's pools implement Reconnector")
+	require.Zero(t, rc.Generation())
+
+	ctx := ctxTimeout(t, 30*time.Second)
+	_, err := p.Do(ctx, "SET", "k", "v")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rc.Generation())
+	for range 100 {
+		_, err := p.Do(ctx, "GET", "k")
+		require.NoError(t, err)
+	}
+	c, err := p.(pool.Subscriber).DialPubSub(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.EqualValues(t, 1, rc.Generation(), "one connection, reused")
+
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	waitFor(t, "the restarted node answers", func() bool {
+		_, err := p.Do(ctxTimeout(t, waitLimit), "PING")
+		return err == nil
+	})
+	require.Greater(t, rc.Generation(), uint64(1))
 }

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -13,31 +14,57 @@ import (
 // caller's context has no deadline.
 const DefaultCommandTimeout = 1 * time.Second
 
-// FromRedigo wraps a redigo pool the caller already has; addr names the node
-// in errors and must differ between the nodes of one lock client. Each
-// call takes a connection from p with p.GetContext and returns it after the
-// reply. Commands are bounded by the caller's deadline, or by
-// DefaultCommandTimeout when there is none, even when p's connections were
-// dialled without timeouts; connecting is bounded by the deadline only when
-// p dials with DialContext (redigo's Dial takes no context). Close closes p.
-// A nil p gives a nil Pool. The pool implements Subscriber: a waiting
-// lock client keeps one connection per node for SUBSCRIBE, dialled with
-// p's DialContext or Dial outside the pool (it is not counted in
-// MaxActive).
+// FromRedigo wraps a redigo pool the caller already has; addr names the
+// node in errors and must differ between the nodes of one lock client.
+// Each call takes a connection from p, within the caller's deadline
+// (DefaultCommandTimeout without one), connecting included. Close closes p;
+// a nil p gives a nil Pool. FromRedigo takes p over: it sets p.DialContext
+// to p's DialContext or Dial, made to return when the context ends (a late
+// connection is closed; a dial that never returns keeps its goroutine) and
+// to count connections (Reconnector). Call it before p is used and leave
+// p's dial functions alone afterwards. The package documentation says what
+// a hostile node can still do to such a pool.
 func FromRedigo(p *redis.Pool, addr string) Pool {
 	if p == nil {
 		return nil // so that redlock.New reports the nil pool
 	}
-	return &redigoPool{p: p, addr: addr}
+	r := &redigoPool{p: p, addr: addr, dial: boundedDial(p.DialContext, p.Dial)}
+	if r.dial != nil {
+		p.DialContext = r.dialCounted
+	}
+	return r
 }
 
+// redigoPool is the Pool of FromRedigo. It also implements Subscriber and
+// Reconnector.
 type redigoPool struct {
 	p      *redis.Pool
 	addr   string
+	dial   func(ctx context.Context) (redis.Conn, error) // nil: p dials with neither
+	gen    atomic.Uint64
 	closed atomic.Bool
 }
 
+var (
+	_ Subscriber  = (*redigoPool)(nil)
+	_ Reconnector = (*redigoPool)(nil)
+)
+
 func (r *redigoPool) Addr() string { return r.addr }
+
+// Generation returns how many connections the pool has dialled, not
+// counting DialPubSub's.
+func (r *redigoPool) Generation() uint64 { return r.gen.Load() }
+
+// dialCounted is the pool's DialContext: a new connection is counted
+// before the pool hands it out.
+func (r *redigoPool) dialCounted(ctx context.Context) (redis.Conn, error) {
+	c, err := r.dial(ctx)
+	if err == nil {
+		r.gen.Add(1)
+	}
+	return c, err
+}
 
 func (r *redigoPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return r.call(ctx, nil, cmd, args)
@@ -47,7 +74,7 @@ func (r *redigoPool) Eval(ctx context.Context, script *redis.Script, keysAndArgs
 	return r.call(ctx, script, "", keysAndArgs)
 }
 
-func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
+func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (reply any, err error) {
 	op := opName(script, cmd)
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, op, ErrClosed, "")
@@ -62,38 +89,129 @@ func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string,
 	if err != nil {
 		return nil, wrapErr(r.addr, "dial", err, "")
 	}
-	defer c.Close()
+	defer func() {
+		if v := recover(); v != nil {
+			// redigo panics on a reply whose declared length it cannot
+			// allocate. Break the connection so that the pool does not
+			// keep it: redigo marks a connection failed, and closes it,
+			// when asked to run a command past its deadline.
+			expired, cancel := context.WithDeadline(context.Background(), time.Time{}.Add(1))
+			cancel()
+			_, _ = redis.DoContext(c, expired, "PING")
+			reply, err = nil, wrapErr(r.addr, op, fmt.Errorf("%w: redigo panicked reading it: %v", errBadReply, v), "")
+		}
+		c.Close()
+	}()
 	if timeout, err = timeoutFor(ctx, 0); err != nil {
 		return nil, wrapErr(r.addr, op, err, "")
 	}
-	reply, err := run(c, timeout, script, cmd, args)
+	reply, err = run(c, timeout, script, cmd, args)
 	return reply, wrapErr(r.addr, op, err, "")
 }
 
 // DialPubSub opens a connection of its own for SUBSCRIBE with the redigo
 // pool's DialContext (or Dial) function, outside the pool: it is held for
-// as long as anyone waits, and must be closable while it is read.
+// as long as anyone waits, and must be closable while it is read. It
+// returns when ctx ends even if the dial function ignores ctx. A panic of
+// redigo while reading the connection becomes an error of the read.
 func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, "dial", ErrClosed, "")
 	}
-	var c redis.Conn
-	var err error
-	switch {
-	case r.p.DialContext != nil:
-		c, err = r.p.DialContext(ctx)
-	case r.p.Dial != nil:
-		c, err = r.p.Dial()
-	default:
-		err = errors.New("the redigo pool has neither Dial nor DialContext")
+	if r.dial == nil {
+		return nil, wrapErr(r.addr, "dial", errors.New("the redigo pool has neither Dial nor DialContext"), "")
 	}
+	c, err := r.dial(ctx)
 	if err != nil {
 		return nil, wrapErr(r.addr, "dial", err, "")
 	}
-	return c, nil
+	return &guardedConn{Conn: c}, nil
 }
 
 func (r *redigoPool) Close() error {
 	r.closed.Store(true)
 	return r.p.Close()
+}
+
+// boundedDial returns a dial function that returns when ctx ends, whether
+// or not dial (or dialCtx) heeds it; a connection that arrives later is
+// closed. It returns nil when both are nil.
+func boundedDial(dialCtx func(context.Context) (redis.Conn, error), dial func() (redis.Conn, error)) func(context.Context) (redis.Conn, error) {
+	if dialCtx == nil && dial == nil {
+		return nil
+	}
+	if dialCtx == nil {
+		dialCtx = func(context.Context) (redis.Conn, error) { return dial() }
+	}
+	type result struct {
+		c   redis.Conn
+		err error
+	}
+	return func(ctx context.Context) (redis.Conn, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		done := make(chan result, 1)
+		go func() {
+			c, err := dialCtx(ctx)
+			done <- result{c, err}
+		}()
+		select {
+		case res := <-done:
+			return res.c, res.err
+		case <-ctx.Done():
+			go func() {
+				if res := <-done; res.c != nil {
+					_ = res.c.Close()
+				}
+			}()
+			return nil, fmt.Errorf("gave up waiting for the dial function: %w", ctx.Err())
+		}
+	}
+}
+
+// guardedConn is a pub/sub connection of DialPubSub: a panic of redigo
+// while reading a reply (a declared length it cannot allocate) closes the
+// connection and becomes the read's error. DoContext and ReceiveContext
+// are not guarded: redigo runs them in goroutines of its own.
+type guardedConn struct {
+	redis.Conn
+}
+
+var _ redis.ConnWithTimeout = (*guardedConn)(nil)
+
+func (g *guardedConn) Do(cmd string, args ...any) (reply any, err error) {
+	defer g.recoverRead(&reply, &err)
+	return g.Conn.Do(cmd, args...)
+}
+
+func (g *guardedConn) Receive() (reply any, err error) {
+	defer g.recoverRead(&reply, &err)
+	return g.Conn.Receive()
+}
+
+func (g *guardedConn) DoWithTimeout(timeout time.Duration, cmd string, args ...any) (reply any, err error) {
+	defer g.recoverRead(&reply, &err)
+	return redis.DoWithTimeout(g.Conn, timeout, cmd, args...)
+}
+
+func (g *guardedConn) ReceiveWithTimeout(timeout time.Duration) (reply any, err error) {
+	defer g.recoverRead(&reply, &err)
+	return redis.ReceiveWithTimeout(g.Conn, timeout)
+}
+
+func (g *guardedConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return redis.DoContext(g.Conn, ctx, cmd, args...)
+}
+
+func (g *guardedConn) ReceiveContext(ctx context.Context) (any, error) {
+	return redis.ReceiveContext(g.Conn, ctx)
+}
+
+// recoverRead turns a panic of the read it is deferred by into its error.
+func (g *guardedConn) recoverRead(reply *any, err *error) {
+	if v := recover(); v != nil {
+		_ = g.Conn.Close()
+		*reply, *err = nil, fmt.Errorf("%w: redigo panicked reading it: %v", errBadReply, v)
+	}
 }
