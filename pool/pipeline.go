@@ -83,6 +83,7 @@ type pipe struct {
 	dialing   bool       // a dial, or a ping of an idle link, is under way
 	downUntil time.Time  // reconnect back-off
 	downErr   error      // why the last attempt to connect failed; nil after a success
+	held      []*request // queued when a dial after a failure began: they wait for it
 	backoff   time.Duration
 	batch     []*request
 	bg        sync.WaitGroup // the writer, the dialler, the idle ping
@@ -245,8 +246,9 @@ func (p *pipe) writeQueued() {
 			switch {
 			case p.dialing && p.downErr != nil:
 				// Dialling again after a failure: the commands that
-				// started it wait for it, later ones fail at once with
-				// the cause, as during the back-off.
+				// started it wait for it (held), later ones fail at once
+				// with the cause, as during the back-off, rather than
+				// wait out a dial that may fail the same way.
 				p.failQueued(p.nodeDown())
 				return
 			case p.dialing:
@@ -257,6 +259,9 @@ func (p *pipe) writeQueued() {
 			}
 			p.dialing = true
 			p.connecting.Store(true)
+			if p.downErr != nil {
+				p.hold()
+			}
 			p.bg.Add(1)
 			go p.dial()
 			return
@@ -324,9 +329,12 @@ func (p *pipe) dial() {
 	switch {
 	case err != nil:
 		p.down(err)
-		p.failQueued(wrapErr(p.n.addr, "dial", err, p.n.secret))
+		err = wrapErr(p.n.addr, "dial", err, p.n.secret)
+		p.failHeld(err)
+		p.failQueued(err)
 	case p.closed.Load():
 		_ = conn.Close()
+		p.failHeld(ErrClosed)
 		p.failQueued(ErrClosed)
 	default:
 		// The back-off is not reset yet: a node at its client limit
@@ -342,11 +350,56 @@ func (p *pipe) dial() {
 			readerDone: make(chan struct{}),
 		}
 		go p.reader(p.l)
+		p.sendHeld()
 		p.writeQueued()
 	}
 	p.connecting.Store(false)
 	p.wmu.Unlock()
 	p.flush()
+}
+
+// hold moves what is queued to held, for the dial about to begin. It runs
+// under the write lock.
+func (p *pipe) hold() {
+	for {
+		select {
+		case req := <-p.queue:
+			p.held = append(p.held, req)
+		default:
+			return
+		}
+	}
+}
+
+// sendHeld writes the requests held for the dial that just succeeded,
+// before anything queued later. It runs under the write lock.
+func (p *pipe) sendHeld() {
+	batch := p.batch[:0]
+	for i, req := range p.held {
+		p.held[i] = nil
+		if req.left.Load() {
+			putRequest(req) // its caller is gone: do not send
+			continue
+		}
+		if batch = append(batch, req); len(batch) == maxBatch {
+			p.send(p.l, batch)
+			clear(batch)
+			batch = batch[:0]
+		}
+	}
+	p.send(p.l, batch)
+	clear(batch)
+	p.held = p.held[:0]
+}
+
+// failHeld fails the requests held for a dial that failed. It runs under
+// the write lock.
+func (p *pipe) failHeld(err error) {
+	for i, req := range p.held {
+		p.held[i] = nil
+		p.deliver(req, nil, err)
+	}
+	p.held = p.held[:0]
 }
 
 // down starts or lengthens the back-off after a failure to connect. It

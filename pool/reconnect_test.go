@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,50 @@ func TestNode_Do_overTLSOnAPlainNodeReportsTheHandshakeToShortDeadlines(t *testi
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.NotZero(t, handshake, "no call reported the failed handshake")
+}
+
+// When the node is dialled again after a failure, the commands that
+// started the dial wait for it; commands that come meanwhile fail at once
+// with the cause of the failure, as during the back-off.
+func TestNode_Do_whileRedialingAfterAFailureLaterCallsFailAtOnceWithTheCause(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	f := startFake(t, func(i int, c *fakeConn) {
+		if _, err := c.readCommand(); err != nil { // AUTH
+			return
+		}
+		if i == 0 {
+			_, _ = io.WriteString(c, "-ERR max number of clients reached\r\n")
+			return
+		}
+		<-release
+		_, _ = io.WriteString(c, "+OK\r\n")
+		c.answerAll(pong)
+	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the fake's cleanup, which waits for its goroutines
+	n := newNode(t, f.addr, pool.WithPassword("redial-s3cret"), pool.WithDialTimeout(waitLimit))
+
+	_, err := n.Do(ctxTimeout(t, waitLimit), "PING")
+	ne := requireNodeError(t, err, f.addr)
+	require.Equal(t, "dial", ne.Op)
+	require.ErrorContains(t, err, "max number of clients reached")
+	time.Sleep(20 * time.Millisecond) // past the first back-off (10ms)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := n.Do(ctxTimeout(t, 2*waitLimit), "PING")
+		first <- err
+	}()
+	waitFor(t, "the node is dialled again", func() bool { return f.accepted.Load() == 2 })
+	_, err = n.Do(ctxTimeout(t, 2*waitLimit), "PING")
+	unblock()
+	ne = requireNodeError(t, err, f.addr)
+	require.Equal(t, "dial", ne.Op)
+	require.ErrorContains(t, err, "node down, reconnecting")
+	require.ErrorContains(t, err, "max number of clients reached")
+	require.NoError(t, <-first, "the call that started the dial waits for it")
 }
 
 // A node at its client limit accepts a connection, sends an error and
