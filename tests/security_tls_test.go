@@ -89,7 +89,6 @@ func TestTLS_everyCallWorksOverTLS(t *testing.T) {
 		t.Fatal("the waiter was not woken by the release")
 	}
 	require.NoError(t, r.err)
-	awaitToken(t, e.nodes, key, r.l.Token())
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 	for i := range e.nodes {
 		requireAbsent(t, e.nodes, i, key)
