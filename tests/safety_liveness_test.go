@@ -26,7 +26,10 @@ var downWays = []struct {
 		func(sc *safetyCluster, i int) error { return sc.nodes[i].Restart() }},
 	{"paused", func(sc *safetyCluster, i int) error { return sc.nodes[i].Pause() },
 		func(sc *safetyCluster, i int) error { return sc.nodes[i].Resume() }},
-	{"black-holed", func(sc *safetyCluster, i int) error { sc.proxies[i].Set(faults.Fault{Mode: faults.BlackHole}); return nil },
+	{"black-holed", func(sc *safetyCluster, i int) error {
+		sc.proxies[i].Set(faults.Fault{Mode: faults.BlackHole})
+		return nil
+	},
 		func(sc *safetyCluster, i int) error { sc.proxies[i].Heal(); return nil }},
 }
 

@@ -32,7 +32,7 @@ const seedEnv = "REDLOCK_FAULT_SEED"
 // restartSafetyEnforced says whether the library already keeps a node
 // that restarted empty out of its quorums for the longest TTL. Until it
 // does, the test that relies on it is skipped.
-const restartSafetyEnforced = false
+const restartSafetyEnforced = true
 
 // faultSeed returns the seed of a run: $REDLOCK_FAULT_SEED, or a new one.
 // A failing test prints it.
@@ -100,6 +100,9 @@ type scenario struct {
 	tryOnly      bool // workers use TryLock only
 	foreign      bool // plant foreign keys and probe a key a foreign owner holds
 	quiesce      bool // check the nodes for leftovers at the end
+	// enough, when set, ends the run before its duration once it returns
+	// true for the overlaps found so far (checked every 250ms).
+	enough func(overlaps int) bool
 }
 
 // safetyReport is what a run found.
@@ -341,6 +344,18 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		}()
 	}
 
+	if sc.enough != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 100_000 && ctx.Err() == nil && time.Since(start) < sc.duration; n++ {
+				sleepCtx(ctx, 250*time.Millisecond)
+				if sc.enough(len(checker.Overlaps())) {
+					cancel()
+				}
+			}
+		}()
+	}
 	wg.Wait()
 	stopFaults()
 	if sub != nil {
@@ -483,11 +498,7 @@ func requireNoViolations(t *testing.T, rep *safetyReport) {
 
 // In the model, nothing goes wrong.
 func TestSafety_inModelFaultsCauseNoViolation(t *testing.T) {
-	sc := inModel(15 * time.Second)
-	if os.Getenv("X_NOFAULT") == "1" {
-		sc.faults = nil
-	}
-	rep := runSafety(t, sc)
+	rep := runSafety(t, inModel(15*time.Second))
 	requireNoViolations(t, rep)
 	require.Greater(t, rep.acquired, 500, "the run did work")
 	require.Greater(t, rep.increments, int64(400))
@@ -503,7 +514,7 @@ func outOfModelRestarts(unsafe bool) scenario {
 	return scenario{
 		duration: 6 * time.Second, ttl: ttl,
 		hold: faults.Span{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}, margin: 50 * time.Millisecond,
-		keys: 2, clients: 3, workers: 2, nodeTimeout: 150 * time.Millisecond, unsafe: unsafe,
+		keys: 3, clients: 3, workers: 2, nodeTimeout: 150 * time.Millisecond, unsafe: unsafe, tryOnly: true,
 		faults: []faults.Config{{
 			Kinds: []faults.Kind{faults.RestartEmpty}, MaxFaulty: 2,
 			Gap: faults.Span{Min: 150 * time.Millisecond, Max: 350 * time.Millisecond},
@@ -514,7 +525,10 @@ func outOfModelRestarts(unsafe bool) scenario {
 // Out of the model: nodes that forget the locks they granted. The checker
 // sees holds overlap; the fenced register accepts no stale write.
 func TestSafety_nodesRestartedEmptyAtOnceBreakExclusionWithoutRestartSafety(t *testing.T) {
-	rep := runSafety(t, outOfModelRestarts(true))
+	sc := outOfModelRestarts(true)
+	sc.duration = 20 * time.Second // at most; usually a few seconds
+	sc.enough = func(n int) bool { return n >= 5 }
+	rep := runSafety(t, sc)
 	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of nodes that forget")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
 	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(0))
@@ -522,33 +536,42 @@ func TestSafety_nodesRestartedEmptyAtOnceBreakExclusionWithoutRestartSafety(t *t
 
 // The same faults with restart safety on: a node that came back empty is
 // not counted until the longest TTL has passed, and nothing overlaps.
+// Fences may go backwards, though: a fence counter has no TTL to wait
+// out, and once every node of some quorum has come back empty since the
+// last fenced acquisition of a key, its counter is gone (each node here
+// restarts every 1-2s). The fenced register then refuses the lower
+// fences: it still accepts no stale write.
 func TestSafety_nodesRestartedEmptyAtOnceAreWaitedOutWithRestartSafety(t *testing.T) {
 	if !restartSafetyEnforced {
 		t.Skip("restart safety not enforced yet")
 	}
 	rep := runSafety(t, outOfModelRestarts(false))
-	requireNoViolations(t, rep)
-	require.Greater(t, rep.acquired, 20, "the run did work")
+	require.Empty(t, rep.overlaps, "overlapping holds")
+	require.Zero(t, rep.lostUpdates, "lost updates")
+	require.Zero(t, rep.staleAccepted, "stale writes accepted")
+	require.Greater(t, rep.acquired, 10, "the run did work")
+	t.Logf("%d fence inversions after nodes lost their counters", len(rep.fenceInversions))
 }
 
 // Out of the model: one node's clock runs fast (its lock keys expire at a
-// tenth of their TTL) while up to two of the others are black-holed for a
-// moment now and then, so that some locks are granted by that node and
-// only two others. The checker sees holds overlap; the fenced register
+// tenth of their TTL) while nodes 1 and 2, or 3 and 4, are black-holed in
+// turn, so that a lock is granted by that node and one pair, and the
+// other pair answers later. The checker sees holds overlap; the fenced register
 // accepts no stale write.
 func TestSafety_aNodeWhoseKeysExpireEarlyBreaksExclusion(t *testing.T) {
-	ttl := time.Second
-	d := 6 * time.Second
+	ttl := 500 * time.Millisecond
+	d := 25 * time.Second // at most; usually a few seconds
 	rep := runSafety(t, scenario{
 		duration: d, ttl: ttl,
-		hold: faults.Span{Min: 200 * time.Millisecond, Max: 600 * time.Millisecond}, margin: 50 * time.Millisecond,
-		keys: 2, clients: 3, workers: 2, nodeTimeout: 150 * time.Millisecond, tryOnly: true,
+		hold: faults.Span{Min: 100 * time.Millisecond, Max: 300 * time.Millisecond}, margin: 50 * time.Millisecond,
+		keys: 4, clients: 3, workers: 2, nodeTimeout: 150 * time.Millisecond, tryOnly: true,
 		faults: []faults.Config{
 			{Kinds: []faults.Kind{faults.ShrinkTTL}, Nodes: []int{0}, Hold: faults.Span{Min: 2 * d, Max: 2 * d}, Gap: faults.Span{Min: time.Millisecond}},
-			{Kinds: []faults.Kind{faults.Hole}, Nodes: []int{1, 2, 3, 4}, MaxFaulty: 2,
-				Gap:  faults.Span{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+			{Kinds: []faults.Kind{faults.Hole}, Groups: [][]int{{1, 2}, {3, 4}}, MaxFaulty: 2,
+				Gap:  faults.Span{Min: time.Millisecond, Max: 10 * time.Millisecond},
 				Hold: faults.Span{Min: 50 * time.Millisecond, Max: 150 * time.Millisecond}},
 		},
+		enough: func(n int) bool { return n >= 3 },
 	})
 	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of a node whose keys expire early")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")

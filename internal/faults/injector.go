@@ -98,8 +98,8 @@ type Node struct {
 // Span is a range of durations [Min, Max] drawn from uniformly.
 type Span struct{ Min, Max time.Duration }
 
-// draw returns a duration in the span.
-func (s Span) draw(rng *rand.Rand) time.Duration {
+// Draw returns a duration in the span, drawn with rng.
+func (s Span) Draw(rng *rand.Rand) time.Duration {
 	if s.Max <= s.Min {
 		return s.Min
 	}
@@ -118,6 +118,11 @@ type Config struct {
 	Kinds []Kind
 	// Nodes are the indexes of the nodes faults may hit; nil means all.
 	Nodes []int
+	// Groups, when set, makes each fault hit a whole group of nodes at
+	// once, with the same kind and durations (for example {1,2} and {3,4},
+	// so that the nodes that miss a lock's writes are later the ones that
+	// answer). Nodes is then ignored.
+	Groups [][]int
 	// MaxFaulty is how many nodes may be faulty at once. Default 1.
 	MaxFaulty int
 	// MaxTTL is the longest lock TTL in use: KillRestartAfterTTL keeps its
@@ -206,14 +211,24 @@ func Start(nodes []Node, cfg Config) (*Injector, error) {
 	if len(cfg.Kinds) == 0 {
 		return nil, errors.New("faults: no kinds of fault")
 	}
-	if cfg.Nodes == nil {
-		for i := range nodes {
-			cfg.Nodes = append(cfg.Nodes, i)
+	if cfg.Groups == nil {
+		if cfg.Nodes == nil {
+			for i := range nodes {
+				cfg.Nodes = append(cfg.Nodes, i)
+			}
+		}
+		for _, i := range cfg.Nodes {
+			cfg.Groups = append(cfg.Groups, []int{i})
 		}
 	}
-	for _, i := range cfg.Nodes {
-		if i < 0 || i >= len(nodes) {
-			return nil, fmt.Errorf("faults: node %d out of range [0, %d)", i, len(nodes))
+	for _, g := range cfg.Groups {
+		if len(g) == 0 {
+			return nil, errors.New("faults: empty group")
+		}
+		for _, i := range g {
+			if i < 0 || i >= len(nodes) {
+				return nil, fmt.Errorf("faults: node %d out of range [0, %d)", i, len(nodes))
+			}
 		}
 	}
 	for _, k := range cfg.Kinds {
@@ -279,56 +294,61 @@ func (in *Injector) run(ctx context.Context) {
 	defer in.loop.Done()
 	for n := 0; n < in.cfg.Max; {
 		in.mu.Lock()
-		gap := in.cfg.Gap.draw(in.rng)
+		gap := in.cfg.Gap.Draw(in.rng)
 		in.mu.Unlock()
 		if !sleep(ctx, gap) {
 			return
 		}
 		in.mu.Lock()
-		i, k, ok := in.pickLocked()
+		g, k, ok := in.pickLocked()
 		if !ok {
 			in.mu.Unlock()
 			continue
 		}
-		hold := in.cfg.Hold.draw(in.rng)
-		lat := in.cfg.Latency.draw(in.rng)
-		in.busy[i] = true
-		in.nBusy++
+		hold := in.cfg.Hold.Draw(in.rng)
+		lat := in.cfg.Latency.Draw(in.rng)
+		for _, i := range g {
+			in.busy[i] = true
+		}
+		in.nBusy += len(g)
 		in.stats.MostFaulty = max(in.stats.MostFaulty, in.nBusy)
-		in.stats.Injected[k]++
+		in.stats.Injected[k] += len(g)
 		in.mu.Unlock()
-		n++
-		in.logf("node %d: %s (hold %v, latency %v)", i, k, hold, lat)
-		in.faults.Add(1)
-		go func() {
-			defer in.faults.Done()
-			err := in.inject(ctx, i, k, hold, lat)
-			in.mu.Lock()
-			in.busy[i] = false
-			in.nBusy--
-			if err != nil {
-				in.errs = append(in.errs, fmt.Errorf("faults: node %d, %s: %w", i, k, err))
-			}
-			in.mu.Unlock()
-		}()
+		n += len(g)
+		for _, i := range g {
+			in.logf("node %d: %s (hold %v, latency %v)", i, k, hold, lat)
+			in.faults.Add(1)
+			go func() {
+				defer in.faults.Done()
+				err := in.inject(ctx, i, k, hold, lat)
+				in.mu.Lock()
+				in.busy[i] = false
+				in.nBusy--
+				if err != nil {
+					in.errs = append(in.errs, fmt.Errorf("faults: node %d, %s: %w", i, k, err))
+				}
+				in.mu.Unlock()
+			}()
+		}
 	}
 }
 
-// pickLocked draws a kind and a healthy node it applies to; ok is false
-// when MaxFaulty nodes are faulty already or no node fits.
-func (in *Injector) pickLocked() (int, Kind, bool) {
-	if in.nBusy >= in.cfg.MaxFaulty {
-		return 0, 0, false
-	}
+// pickLocked draws a kind and a group of healthy nodes it applies to; ok
+// is false when no group fits under MaxFaulty.
+func (in *Injector) pickLocked() ([]int, Kind, bool) {
 	k := in.cfg.Kinds[in.rng.Intn(len(in.cfg.Kinds))]
-	var free []int
-	for _, i := range in.cfg.Nodes {
-		if !in.busy[i] && (!k.needsProxy() || in.nodes[i].Proxy != nil) {
-			free = append(free, i)
+	var free [][]int
+	for _, g := range in.cfg.Groups {
+		fits := in.nBusy+len(g) <= in.cfg.MaxFaulty
+		for _, i := range g {
+			fits = fits && !in.busy[i] && (!k.needsProxy() || in.nodes[i].Proxy != nil)
+		}
+		if fits {
+			free = append(free, g)
 		}
 	}
 	if len(free) == 0 {
-		return 0, 0, false
+		return nil, 0, false
 	}
 	return free[in.rng.Intn(len(free))], k, true
 }
