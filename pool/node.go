@@ -25,8 +25,10 @@ import (
 // read in order and discarded, never handed to another caller. A read that
 // takes longer than the read timeout, or any transport error, breaks the
 // connection: every call in flight on it fails with the node's error, and
-// the next call dials again. A node that cannot be dialled is retried after
-// a back-off that grows from 10ms to 1s; calls made meanwhile fail at once.
+// the next call dials again. A node that cannot be dialled, or whose
+// connection is lost before it sent a reply that is not an error, is
+// retried after a back-off that grows from 10ms to 1s; calls made
+// meanwhile, and while it is dialled again, fail at once with the cause.
 // The queue of each connection is bounded (WithQueueSize): when it is full a
 // caller waits for room until its context ends and then fails with
 // ErrQueueFull.
