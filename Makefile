@@ -18,3 +18,14 @@ vet:
 
 bench:
 	$(GO) run ./cmd/redlock-bench
+
+# The fault-injection soak (docs/safety.md): in-model faults for
+# REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by
+# kind, violations, lost updates, stale writes and error kinds. Replay a
+# schedule with REDLOCK_FAULT_SEED=<seed>; SOAK_FLAGS=-race adds the race
+# detector.
+REDLOCK_SOAK ?= 20m
+SOAK_FLAGS ?=
+.PHONY: soak
+soak:
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_SOAK=$(REDLOCK_SOAK) $(GO) test $(SOAK_FLAGS) -count=1 -timeout 0 -run '^TestSafety_soak$$' -v ./tests/

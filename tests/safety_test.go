@@ -103,6 +103,8 @@ type scenario struct {
 	// enough, when set, ends the run before its duration once it returns
 	// true for the overlaps found so far (checked every 250ms).
 	enough func(overlaps int) bool
+	// progress, when set, logs the run's counts that often.
+	progress time.Duration
 }
 
 // safetyReport is what a run found.
@@ -188,7 +190,7 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		keys[i] = fmt.Sprintf("lock:safety:%d:%d", seed, i)
 		fenced[i] = i%2 == 1
 	}
-	foreignUntil := time.Now().Add(foreignTTL)
+	foreignUntil := time.Now().Add(sc.duration + foreignTTL)
 	var plantErr error
 	var plantMu sync.Mutex
 	if sc.foreign {
@@ -344,6 +346,20 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		}()
 	}
 
+	if sc.progress > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 100_000 && ctx.Err() == nil && time.Since(start) < sc.duration; n++ {
+				sleepCtx(ctx, min(sc.progress, time.Until(start.Add(sc.duration))))
+				tl.mu.Lock()
+				acquired, attempts := tl.acquired, tl.attempts
+				tl.mu.Unlock()
+				t.Logf("%v: %d acquisitions of %d attempts, %d overlapping holds so far",
+					time.Since(start).Round(time.Second), acquired, attempts, len(checker.Overlaps()))
+			}
+		}()
+	}
 	if sc.enough != nil {
 		wg.Add(1)
 		go func() {
@@ -411,6 +427,30 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		t.Logf("overlap: %v", o)
 	}
 	return rep
+}
+
+// soakEnv names the environment variable that sets the duration of the
+// soak run (make soak), e.g. REDLOCK_SOAK=30m; without it the soak test
+// is skipped.
+const soakEnv = "REDLOCK_SOAK"
+
+// The soak: the in-model run, for as long as $REDLOCK_SOAK says, on more
+// keys and workers. It prints the run's summary (acquisitions, faults by
+// kind, violations, lost updates, stale writes, error kinds) and fails on
+// any violation.
+func TestSafety_soak(t *testing.T) {
+	v := os.Getenv(soakEnv)
+	if v == "" {
+		t.Skipf("set %s to a duration (make soak) to run the soak", soakEnv)
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "$%s", soakEnv)
+	sc := inModel(d)
+	sc.keys, sc.clients, sc.workers = 8, 4, 4
+	sc.progress = time.Minute
+	rep := runSafety(t, sc)
+	fmt.Printf("soak summary:\n%s\n", rep)
+	requireNoViolations(t, rep)
 }
 
 // leftovers scans every node for our lock keys, keys that hold one of our

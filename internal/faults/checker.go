@@ -93,30 +93,25 @@ func (c *Checker) Overlaps() []Overlap {
 	var out []Overlap
 	for _, k := range keys {
 		hs := holds[k]
+		var longest time.Duration
+		for _, h := range hs {
+			longest = max(longest, h.End-h.Start)
+		}
 		for i, b := range hs {
 			if b.End <= b.Start {
 				continue
 			}
-			// Earlier holds still open when b began. Windows are short
-			// next to a run, so the scan back stops soon; it is bounded
-			// by the holds of the key anyway.
-			for j := i - 1; j >= 0; j-- {
-				a := hs[j]
-				if a.End > b.Start && a.End > a.Start {
+			// Earlier holds still open when b began: none began more
+			// than the longest window before it.
+			for j := i - 1; j >= 0 && b.Start-hs[j].Start <= longest; j-- {
+				if a := hs[j]; a.End > b.Start && a.End > a.Start {
 					out = append(out, Overlap{A: a, B: b})
-				}
-				if b.Start-a.Start > maxWindow {
-					break
 				}
 			}
 		}
 	}
 	return out
 }
-
-// maxWindow bounds how far back Overlaps looks: no hold in the suite is
-// valid for longer.
-const maxWindow = 5 * time.Minute
 
 // LateWrites returns the holds that wrote to the resource after their
 // window ended while another holder of the key held it: the write of a
