@@ -114,7 +114,9 @@ func TestSafety_twoOfFiveDownStillGrantUncontendedLocks(t *testing.T) {
 func TestSafety_threeOfFiveDownGrantNothingAndFailWithinTheNodeTimeout(t *testing.T) {
 	const (
 		nodeTimeout = 200 * time.Millisecond
-		margin      = 150 * time.Millisecond
+		// margin covers scheduling on a busy machine under -race: the
+		// failure must come within the node timeout, not the TTL.
+		margin      = 200 * time.Millisecond
 		per         = 15
 	)
 	sc := newSafetyCluster(t, false, 2)
@@ -122,6 +124,7 @@ func TestSafety_threeOfFiveDownGrantNothingAndFailWithinTheNodeTimeout(t *testin
 	ctx := ctxT(t, time.Minute)
 	settle()
 	for w, way := range downWays {
+		warmUp(t, c)
 		down := []int{w % 5, (w + 1) % 5, (w + 3) % 5}
 		for _, i := range down {
 			require.NoError(t, way.down(sc, i))
@@ -136,7 +139,7 @@ func TestSafety_threeOfFiveDownGrantNothingAndFailWithinTheNodeTimeout(t *testin
 			require.ErrorIs(t, err, redlock.ErrNotAcquired, "%s: a lock with 3 of 5 nodes down", way.name)
 			require.Nil(t, l)
 			require.False(t, asQuorumError(t, err).Busy())
-			require.Less(t, took, nodeTimeout+margin, "%s: failure took %v", way.name, took)
+			require.Less(t, took, nodeTimeout+margin, "%s: failure %d took %v", way.name, n, took)
 		}
 		t.Logf("%s %v: %d TryLocks failed, the slowest in %v", way.name, down, per, slowest)
 		for _, i := range down {

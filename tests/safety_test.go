@@ -540,9 +540,11 @@ func requireNoViolations(t *testing.T, rep *safetyReport) {
 func TestSafety_inModelFaultsCauseNoViolation(t *testing.T) {
 	rep := runSafety(t, inModel(15*time.Second))
 	requireNoViolations(t, rep)
-	require.Greater(t, rep.acquired, 500, "the run did work")
-	require.Greater(t, rep.increments, int64(400))
-	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(100))
+	// Far below a run on an idle machine (900-1200 acquisitions under
+	// -race): the run did work, even on a busy one.
+	require.Greater(t, rep.acquired, 150, "the run did work")
+	require.Greater(t, rep.increments, int64(100))
+	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(40))
 	require.Greater(t, rep.faults.Total(), 50)
 	require.Greater(t, rep.subPauses, 10)
 }
