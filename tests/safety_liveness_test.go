@@ -46,20 +46,24 @@ func safetyClient(t *testing.T, sc *safetyCluster, opts ...redlock.Option) *redl
 	return newClient(t, newPools(t, sc.addrs, pool.WithReadTimeout(testReadTimeout)), opts...)
 }
 
-// warmUp takes and releases a lock once with every node up, so that the
-// Client has connected to every node (a node restarted since its last
-// connection is checked on the first new one) before nodes go down.
+// warmUp takes and releases a lock a few times with every node up, so
+// that the Client has connected to every node and checked it for a
+// restart (restart safety checks a node in the background after a new
+// connection, and does not count it until then) before nodes go down.
 func warmUp(t *testing.T, c *redlock.Client) {
 	t.Helper()
 	ctx := ctxT(t, 10*time.Second)
-	var err error
-	require.Eventually(t, func() bool {
-		var l *redlock.Lock
-		if l, err = c.TryLock(ctx, "lock:safety:warm-up", livenessTTL); err == nil {
-			err = l.Unlock(ctx)
-		}
-		return err == nil
-	}, 5*time.Second, 20*time.Millisecond, "last error: %v", err)
+	for range 3 {
+		var err error
+		require.Eventually(t, func() bool {
+			var l *redlock.Lock
+			if l, err = c.TryLock(ctx, "lock:safety:warm-up", livenessTTL); err == nil {
+				err = l.Unlock(ctx)
+			}
+			return err == nil
+		}, 5*time.Second, 20*time.Millisecond, "last error: %v", err)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // settle waits until nodes that started without data are counted again.

@@ -591,7 +591,7 @@ func TestSafety_nodesRestartedEmptyAtOnceAreWaitedOutWithRestartSafety(t *testin
 	require.Empty(t, rep.overlaps, "overlapping holds")
 	require.Zero(t, rep.lostUpdates, "lost updates")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
-	require.Greater(t, rep.acquired, 10, "the run did work")
+	require.Greater(t, rep.acquired, 5, "the run did work")
 	t.Logf("%d fence inversions after nodes lost their counters", len(rep.fenceInversions))
 }
 
