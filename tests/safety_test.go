@@ -639,3 +639,20 @@ func TestSafety_aHolderPausedPastItsValidityWritesLate(t *testing.T) {
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
 	require.Greater(t, rep.fencedWrites[faults.Refused], int64(0), "the register refused the late fenced writes")
 }
+
+// Out of the model: one Client's clock runs 30% slow, far beyond the 1%
+// drift allowance, so it believes its locks valid for longer than the
+// nodes keep them. Its workers hold until their validity is nearly gone;
+// the others take the key once the nodes let it go. The checker sees
+// holds overlap; the fenced register accepts no stale write.
+func TestSafety_aClientClockRunningSlowBreaksExclusion(t *testing.T) {
+	ttl := 400 * time.Millisecond
+	rep := runSafety(t, scenario{
+		duration: 20 * time.Second, ttl: ttl, // at most; usually a few seconds
+		hold: faults.Span{Min: 300 * time.Millisecond, Max: 500 * time.Millisecond}, margin: 10 * time.Millisecond,
+		keys: 2, clients: 3, workers: 2, clockRates: []float64{0.7}, nodeTimeout: 150 * time.Millisecond,
+		enough: func(n int) bool { return n >= 3 },
+	})
+	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of a client whose clock runs slow")
+	require.Zero(t, rep.staleAccepted, "stale writes accepted")
+}
