@@ -120,8 +120,8 @@ func TestSafety_threeOfFiveDownGrantNothingAndFailWithinTheNodeTimeout(t *testin
 		nodeTimeout = 200 * time.Millisecond
 		// margin covers scheduling on a busy machine under -race: the
 		// failure must come within the node timeout, not the TTL.
-		margin      = 200 * time.Millisecond
-		per         = 15
+		margin = 200 * time.Millisecond
+		per    = 15
 	)
 	sc := newSafetyCluster(t, false, 2)
 	c := safetyClient(t, sc, redlock.WithNodeTimeout(nodeTimeout))
