@@ -2,9 +2,12 @@
 // for tests and benchmarks.
 //
 // Each node runs in its own temporary directory on a free 127.0.0.1 port,
-// with persistence disabled and its output logged to a file in that
-// directory. Nodes can be killed, restarted on the same port, paused
-// (SIGSTOP) and resumed (SIGCONT) to simulate crashes and network stalls.
+// with persistence disabled (or, with Options.Durable, an append-only file
+// synced on every write) and its output logged to a file in that
+// directory. Nodes can be killed, restarted on the same port with their
+// data (Restart) or without it (RestartEmpty), paused (SIGSTOP) and
+// resumed (SIGCONT) to simulate crashes and network stalls. Package
+// internal/faults builds a fault schedule on top of it.
 //
 // A typical test:
 //
