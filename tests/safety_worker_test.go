@@ -107,7 +107,9 @@ func (t *tally) event(worker string, ev workerEvent) {
 			t.tokens[ev.Token] = true
 		}
 	case "err":
-		t.attempts++
+		if strings.HasPrefix(ev.Kind, "acquire") {
+			t.attempts++
+		}
 		t.errKinds[ev.Kind]++
 		if _, ok := t.errSample[ev.Kind]; !ok {
 			t.errSample[ev.Kind] = worker + ": " + ev.Msg
