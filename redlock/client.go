@@ -29,6 +29,7 @@ type Client struct {
 	allStart bool // every pool is a pool.Starter: rounds need no goroutines
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
+	rs         restarts // restart safety (restart.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
 	id         string   // random: names the Client's hand-off channels (handoffChannel)
 	// The acquisition script's fixed arguments, boxed once.
@@ -87,6 +88,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		allStart: true,
 	}
 	c.notify.c = c
+	c.initRestarts()
 	c.id = strconv.FormatUint(rand.Uint64(), 36)
 	c.refreshMs, c.slackMs, c.windowArg = c.refresh().Milliseconds(), c.entrySlack().Milliseconds(), c.windowMs()
 	for _, p := range pools {
@@ -258,6 +260,8 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		}
 		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, fence), status: acquireStatus, keep: true}
 	}
+	o.gate = true // restart safety: only trusted nodes count
+	c.beforeAcquire(ctx, ttl)
 	r, err := c.run(ctx, false, o)
 	if err != nil {
 		return nil, nil, err

@@ -125,12 +125,19 @@ func (c *Client) seeEpoch(i int, epoch string) {
 	}
 	old := c.epochs[i]
 	c.epochs[i] = epoch
-	changed := old != "" && old != epoch
-	if changed {
-		c.resets++
-	}
 	c.epochMu.Unlock()
-	if changed && c.cfg.onNodeReset != nil {
+	if old != "" && old != epoch {
+		c.nodeReset(i)
+	}
+}
+
+// nodeReset counts that node i lost its data (its fence counters among
+// them), and tells WithNodeReset's function.
+func (c *Client) nodeReset(i int) {
+	c.epochMu.Lock()
+	c.resets++
+	c.epochMu.Unlock()
+	if c.cfg.onNodeReset != nil {
 		c.cfg.onNodeReset(c.pools[i].Addr())
 	}
 }

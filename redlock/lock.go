@@ -128,6 +128,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return nil
 	}
+	if !r.ok {
+		// Nodes that failed without an answer may have restarted without
+		// their data: then the lock is gone from them.
+		l.c.restartedSince(ctx, r)
+	}
 	e := l.c.quorumError("extend", l.key, r, ErrLockLost, 0)
 	if r.ok {
 		e.Validity = until.Sub(now)

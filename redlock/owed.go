@@ -202,9 +202,13 @@ func maySent(err error) bool {
 	return !errors.As(err, &ne) || ne.Op != "dial"
 }
 
-// replied reports whether err is the node's own error reply: the node
-// read the command and answered it.
+// replied reports whether err is the node's own error reply, or a reply
+// restart safety did not count: the node read the command and answered
+// it.
 func replied(err error) bool {
+	if errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked) {
+		return true
+	}
 	var ne *pool.NodeError
 	if errors.As(err, &ne) {
 		return ne.Replied()

@@ -1,10 +1,29 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/redlock/pool"
+)
 
 // DefaultMaxTTL is the longest lock TTL that restart safety assumes any
 // client of the nodes uses, unless WithMaxTTL says otherwise.
 const DefaultMaxTTL = time.Minute
+
+// MarkerKey is the key, on every node, that restart safety keeps the
+// node's run id in (docs/safety.md). It has no TTL.
+const MarkerKey = "redlock:node"
+
+// ErrNodeRestarted is in the chain of a node's error in a QuorumError
+// when restart safety did not count the node: it came back without its
+// data (or from an old snapshot) less than the maximum TTL ago, so it
+// may have forgotten a lock that is still held. See WithMaxTTL.
+var ErrNodeRestarted = errors.New("redlock: node restarted without its data")
 
 // WithMaxTTL sets the longest TTL that any client of these nodes gives a
 // lock. A node that comes back without its data is not counted toward any
@@ -29,4 +48,423 @@ func WithRestartSafety(on bool) Option {
 // the maximum TTL. Default: nodes are not assumed durable.
 func WithDurableNodes() Option {
 	return clientOption(func(c *clientConfig) { c.durable = true })
+}
+
+// Restart safety. A node that restarts without its data forgets the locks
+// it held; counted at once, it lets a second owner take a lock whose
+// holder still counts on it. So a Client counts a node toward an
+// acquisition only while it trusts the process it talks to:
+//
+//   - It asks each node (node.lua) for its run id, its uptime and its
+//     marker: the run id a Client stored there once it could count the
+//     process. A node whose marker is its run id is counted. A node
+//     without one, or with another process's (it restarted from a
+//     snapshot or an append-only file), is counted once it has been up
+//     for the maximum TTL, and then marked. With WithDurableNodes, a node
+//     whose marker survived its restart is counted and marked at once.
+//   - A deployment on which no node has a marker is new: nothing can
+//     hold a lock on it, and every node is counted and marked at once.
+//   - It asks before its first acquisition, and again, in the background,
+//     whenever a pool that implements pool.Reconnector opened a new
+//     connection since: a node that restarts loses its connections, so a
+//     reply on a connection checked before came from the checked process.
+//     A reply on an unchecked connection is not counted.
+
+// nodeView is what the Client knows of one node's process.
+type nodeView struct {
+	gen   uint64    // the connection generation the check was made on
+	runID string    // the process's run id
+	from  time.Time // when the node can be counted; zero: now
+	// marking: the node is counted once this Client has marked it.
+	marking bool
+	why     string // while from is ahead: what the check found
+}
+
+// restarts is the Client's restart-safety state.
+type restarts struct {
+	views    []atomic.Pointer[nodeView] // nil until a check succeeded
+	checking []atomic.Bool              // a background check is under way
+	gens     []pool.Reconnector         // nil for pools that do not tell
+	first    sync.Once                  // the check before the first acquisition
+	longest  atomic.Int64               // the longest TTL used, in ns
+}
+
+func (c *Client) initRestarts() {
+	c.rs.views = make([]atomic.Pointer[nodeView], len(c.pools))
+	c.rs.checking = make([]atomic.Bool, len(c.pools))
+	c.rs.gens = make([]pool.Reconnector, len(c.pools))
+	for i, p := range c.pools {
+		c.rs.gens[i], _ = p.(pool.Reconnector)
+	}
+}
+
+// maxTTL is the longest TTL a forgotten lock can have: WithMaxTTL, or a
+// longer TTL this Client used.
+func (c *Client) maxTTL() time.Duration {
+	return max(c.cfg.maxTTL, time.Duration(c.rs.longest.Load()))
+}
+
+// beforeAcquire readies restart safety for an acquisition with ttl: the
+// nodes are checked before the first one.
+func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
+	if c.cfg.restartUnsafe {
+		return
+	}
+	for {
+		cur := c.rs.longest.Load()
+		if int64(ttl) <= cur || c.rs.longest.CompareAndSwap(cur, int64(ttl)) {
+			break
+		}
+	}
+	c.rs.first.Do(func() { c.checkAll(ctx) })
+}
+
+// counts reports whether node i's reply to an acquisition counts toward
+// the quorum: nil when it does, otherwise why not. It never blocks; a
+// check it finds missing is started in the background.
+func (c *Client) counts(i int) error {
+	if c.cfg.restartUnsafe {
+		return nil
+	}
+	v := c.rs.views[i].Load()
+	switch {
+	case v == nil, v.marking:
+		c.recheck(i)
+		return errUnchecked
+	case c.rs.gens[i] != nil && c.rs.gens[i].Generation() != v.gen:
+		c.recheck(i)
+		return errUnchecked
+	case v.from.IsZero():
+		return nil
+	}
+	now := c.cfg.clock.Now()
+	if now.Before(v.from) {
+		return &restartedError{left: v.from.Sub(now), why: v.why}
+	}
+	// The wait is over: mark the node, so that other clients count it at
+	// once too.
+	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID}) && c.begin(1) {
+		go func() {
+			defer c.bg.Done()
+			_, _ = c.checkNode(context.Background(), i, v.runID)
+		}()
+	}
+	return nil
+}
+
+// countsNow reports whether node i counts toward a quorum now.
+func (c *Client) countsNow(i int) bool { return c.counts(i) == nil }
+
+// errUnchecked is the error of a node whose connection has not been
+// checked for a restart yet.
+var errUnchecked = errors.New("redlock: node not checked for a restart yet (new connection); counted once checked")
+
+// restartedError is the error of a node restart safety does not count.
+type restartedError struct {
+	left time.Duration
+	why  string
+}
+
+func (e *restartedError) Error() string {
+	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithMaxTTL)",
+		ErrNodeRestarted, e.why, e.left.Round(time.Millisecond))
+}
+
+func (e *restartedError) Unwrap() error { return ErrNodeRestarted }
+
+// nodeFacts is a node's answer to the restart check.
+type nodeFacts struct {
+	runID  string
+	uptime time.Duration // whole seconds: at most the true uptime
+	marker string        // "" when the node has none
+	gen    uint64
+	at     time.Time // when the answer came, on the Client's clock
+}
+
+// checkNode runs the restart check on node i, marking it with mark first
+// when that is its run id ("" to only read). The answer is taken only
+// from a connection that stayed the same throughout.
+func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, error) {
+	ctx, cancel := c.nodeContext(ctx)
+	defer cancel()
+	var err error
+	for range 3 {
+		var f nodeFacts
+		g := c.rs.gens[i]
+		var before uint64
+		if g != nil {
+			before = g.Generation()
+		}
+		var reply any
+		reply, err = c.pools[i].Eval(ctx, nodeScript, MarkerKey, mark)
+		if err != nil {
+			return f, err
+		}
+		if f, err = parseFacts(reply); err != nil {
+			return f, &pool.NodeError{Addr: c.pools[i].Addr(), Op: "EVALSHA", Err: err}
+		}
+		f.at = c.cfg.clock.Now()
+		if g == nil {
+			return f, nil
+		}
+		if f.gen = g.Generation(); f.gen == before {
+			return f, nil
+		}
+		// The check opened a connection (or lost one) on the way: ask
+		// again on the connection in use now.
+	}
+	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
+}
+
+// parseFacts reads {run id, uptime, marker}.
+func parseFacts(reply any) (nodeFacts, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) < 2 || len(vs) > 3 {
+		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
+	}
+	id, ok1 := replyString(vs[0])
+	up, ok2 := vs[1].(int64)
+	if !ok1 || !ok2 || id == "" || up < 0 {
+		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
+	}
+	f := nodeFacts{runID: id, uptime: time.Duration(up) * time.Second}
+	if len(vs) == 3 {
+		f.marker, _ = replyString(vs[2])
+	}
+	return f, nil
+}
+
+// firstCheckGrace is the least time the first restart check waits for
+// the remaining nodes once a quorum answered.
+const firstCheckGrace = 10 * time.Millisecond
+
+// answer is one node's answer to the restart check.
+type answer struct {
+	i   int
+	f   nodeFacts
+	err error
+}
+
+// checkAll checks every node at once, before the first acquisition, and
+// returns once a quorum of nodes answered or every node replied: the
+// others are taken in the background as their answers come. When a
+// quorum answered and none of them has a marker, the deployment is new:
+// no lock can be held on it (a lock held on a quorum that lost its data
+// would need a node that kept its marker among any quorum, unless more
+// than N-quorum nodes lost their data at once). Every node is then
+// counted and marked at once.
+func (c *Client) checkAll(ctx context.Context) {
+	n := len(c.pools)
+	answers := make(chan answer, n)
+	for i := range c.pools {
+		c.rs.checking[i].Store(true)
+		if !c.begin(1) {
+			c.rs.checking[i].Store(false)
+			n--
+			continue
+		}
+		go func() {
+			defer c.bg.Done()
+			f, err := c.checkNode(ctx, i, "")
+			answers <- answer{i, f, err}
+		}()
+	}
+	// Once a quorum answered, the others get a short grace, so that a
+	// healthy node is not left unchecked for the first round, while a
+	// stalled one costs the first acquisition little.
+	var got []answer
+	var grace <-chan time.Time
+	start, ok := c.cfg.clock.Now(), 0
+collect:
+	for len(got) < n {
+		select {
+		case a := <-answers:
+			if a.err == nil {
+				ok++
+			}
+			got = append(got, a)
+			if ok == c.quorum && grace == nil {
+				t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
+				defer t.Stop()
+				grace = t.C()
+			}
+		case <-grace:
+			break collect
+		}
+	}
+	fresh := ok >= c.quorum
+	take := func(a answer) {
+		if a.err == nil {
+			fresh = fresh && a.f.marker == ""
+		}
+	}
+	for _, a := range got {
+		take(a)
+	}
+	adopt := func(a answer) {
+		if a.err == nil && c.adopt(a.i, a.f, fresh) {
+			c.mark(a.i, a.f.runID)
+		}
+		c.rs.checking[a.i].Store(false)
+	}
+	if !fresh && c.freshBeingMarked(got) {
+		// Another Client may be marking a new deployment right now: ask
+		// the unmarked nodes again once its marks have landed.
+		t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
+		select {
+		case <-t.C():
+		case <-c.done:
+			t.Stop()
+		}
+		for k, a := range got {
+			if a.err == nil && a.f.marker == "" {
+				got[k].f, got[k].err = c.checkNode(ctx, a.i, "")
+			}
+		}
+	}
+	// Marked before they are counted: another Client that checks now
+	// sees the deployment as used.
+	var wg sync.WaitGroup
+	for _, a := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			adopt(a)
+		}()
+	}
+	wg.Wait()
+	if late := n - len(got); late > 0 && c.begin(1) {
+		go func() {
+			defer c.bg.Done()
+			for range late {
+				adopt(<-answers)
+			}
+		}()
+	}
+}
+
+// freshBeingMarked reports whether the answers look like a new
+// deployment that another Client is marking: some node has no marker, and
+// every node has been up for less than the maximum TTL.
+func (c *Client) freshBeingMarked(got []answer) bool {
+	unmarked := false
+	for _, a := range got {
+		if a.err != nil {
+			continue
+		}
+		if a.f.uptime >= c.maxTTL() {
+			return false
+		}
+		unmarked = unmarked || a.f.marker == ""
+	}
+	return unmarked
+}
+
+// mark stores node i's run id as its marker, when the node still runs
+// that process.
+// The node is counted once its marker is in place.
+func (c *Client) mark(i int, runID string) {
+	v := c.rs.views[i].Load()
+	f, err := c.checkNode(context.Background(), i, runID)
+	if v == nil || !v.marking {
+		return
+	}
+	if err == nil && f.runID == runID && f.marker == runID {
+		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID})
+	} else {
+		c.rs.views[i].CompareAndSwap(v, nil) // checked again at its next reply
+	}
+}
+
+// recheck checks node i in the background, unless a check is under way.
+func (c *Client) recheck(i int) {
+	if !c.rs.checking[i].CompareAndSwap(false, true) {
+		return
+	}
+	if !c.begin(1) {
+		c.rs.checking[i].Store(false)
+		return
+	}
+	go func() {
+		defer c.bg.Done()
+		defer c.rs.checking[i].Store(false)
+		if f, err := c.checkNode(context.Background(), i, ""); err == nil && c.adopt(i, f, false) {
+			c.mark(i, f.runID)
+		}
+	}()
+}
+
+// adopt turns node i's check into the Client's view of it; fresh says
+// the deployment is new. It reports whether the node is to be marked.
+func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
+	v := &nodeView{gen: f.gen, runID: f.runID}
+	old := c.rs.views[i].Load()
+	// A node that came back under a new run id lost what it had since its
+	// last snapshot, unless it keeps every write (WithDurableNodes).
+	restarted := (old != nil && old.runID != f.runID || f.marker != "" && f.marker != f.runID) &&
+		!(c.cfg.durable && f.marker != "")
+	switch {
+	case f.marker == f.runID:
+	case fresh, c.cfg.durable && f.marker != "":
+		mark = true
+	default:
+		if left := c.maxTTL() - f.uptime; left > 0 {
+			v.from = f.at.Add(left)
+			v.why = fmt.Sprintf("up for %v with no marker, while other nodes have one", f.uptime)
+			if f.marker != "" {
+				v.why = fmt.Sprintf("up for %v under a new run id (restored from a snapshot or an append-only file, not declared durable)", f.uptime)
+			}
+		} else {
+			mark = true
+		}
+	}
+	// A node to be marked is counted only once it is (mark, then count).
+	v.marking = mark
+	c.rs.views[i].Store(v)
+	if restarted {
+		c.nodeReset(i)
+	}
+	return mark
+}
+
+// restartedSince checks the nodes of failed in round r (an extension of
+// a lock) that failed without an answer, at once: those that now run
+// another process than the one the Client counted, and did not keep
+// their data, are marked NodeRefused with why. It reports whether any was.
+func (c *Client) restartedSince(ctx context.Context, r *round) bool {
+	if c.cfg.restartUnsafe {
+		return false
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	found := false
+	for i, n := range r.nodes {
+		if n.Status != NodeFailed || replied(n.Err) {
+			continue
+		}
+		old := c.rs.views[i].Load()
+		if old == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := c.checkNode(ctx, i, "")
+			if err != nil || f.runID == old.runID {
+				return
+			}
+			kept := c.cfg.durable && f.marker != ""
+			c.adopt(i, f, false)
+			if kept {
+				return
+			}
+			mu.Lock()
+			r.nodes[i].Status = NodeRefused
+			r.nodes[i].Err = fmt.Errorf("%w %v ago: the lock is gone from it", ErrNodeRestarted, f.uptime)
+			found = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return found
 }

@@ -29,6 +29,9 @@ type op struct {
 	// keep makes the round record each node's raw reply (in replies) as
 	// of its decision; the fenced acquisition reads the counters there.
 	keep bool
+	// gate makes a node's NodeOK count only while restart safety counts
+	// the node (restart.go); otherwise the node is NodeFailed with why.
+	gate bool
 }
 
 type outcome struct {
@@ -70,6 +73,11 @@ type nodeCall struct {
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
 	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
+	if status == NodeOK && r.op.gate {
+		if e := r.c.counts(nc.i); e != nil {
+			status, err = NodeFailed, e
+		}
+	}
 	o := outcome{i: nc.i, status: status, err: err}
 	if r.op.keep {
 		o.reply = reply

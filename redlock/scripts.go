@@ -19,6 +19,8 @@ var (
 	extendSource string
 	//go:embed fence_store.lua
 	fenceStoreSource string
+	//go:embed node.lua
+	nodeSource string
 
 	// The scripts take the keys in KEYS and every value in ARGV; nothing
 	// is ever interpolated into their source. The acquisition script takes
@@ -30,6 +32,7 @@ var (
 	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
 	extendScript      = redis.NewScript(1, extendSource)
 	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)
+	nodeScript        = redis.NewScript(1, nodeSource)
 )
 
 // The keys and the channel that go with a lock key. They are derived from

@@ -162,13 +162,13 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
-// handedOff returns how many nodes handed the key to w after its latest
-// round ran there, and when that round began: each of those nodes holds
+// handedOff returns how many nodes that counts (restart safety) handed
+// the key to w after its latest round ran there, and when that round began: each of those nodes holds
 // w's token for its TTL from then at least. others counts those among
 // them that w did not release itself after that round (a node that w
 // released hands the key back to w when w heads its queue: that tells w
 // nothing new).
-func (w *waiter) handedOff() (n, others int, start time.Time) {
+func (w *waiter) handedOff(counts func(i int) bool) (n, others int, start time.Time) {
 	k := w.rounds
 	if w.token == "" || k == 0 {
 		return 0, 0, time.Time{}
@@ -176,7 +176,7 @@ func (w *waiter) handedOff() (n, others int, start time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, r := range w.granted {
-		if r == k {
+		if r == k && counts(i) {
 			n++
 			if w.ignore&(uint64(1)<<(i%64)) == 0 {
 				others++
@@ -239,7 +239,7 @@ func (w *waiter) earlier(r *round) []*round {
 // WithMinValidity), nil, and a round takes the key afresh on the nodes
 // that handed it over.
 func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter) *Lock {
-	n, _, start := w.handedOff()
+	n, _, start := w.handedOff(c.countsNow)
 	if n < c.quorum {
 		return nil
 	}
@@ -417,7 +417,7 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 			return nil
 		case <-w.wake:
 			// A quorum handed the key to w: it holds it.
-			h, others, _ := w.handedOff()
+			h, others, _ := w.handedOff(c.countsNow)
 			if h >= c.quorum {
 				return nil
 			}

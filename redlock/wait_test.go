@@ -93,27 +93,27 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5)
 	w := newTestWaiter(t, c, clk.Now())
-	n, _, _ := w.handedOff()
+	n, _, _ := w.handedOff(all)
 	require.Zero(t, n, "no round yet")
 	w.rounds, w.last = 2, &round{start: clk.Now().Add(time.Second)}
 	w.signal(0, w.id+" 2")
 	w.signal(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
 	w.signal(2, "c2.x 2")   // another waiter's
 	w.signal(3, w.id+" x2") // garbled
-	n, _, start := w.handedOff()
+	n, _, start := w.handedOff(all)
 	require.Equal(t, 1, n)
 	require.Equal(t, w.last.start, start, "counted from the start of round 2")
 	w.signal(1, w.id+" 2")
 	w.signal(0, w.id+" 1") // a late announcement does not undo a newer one
 	w.signal(4, w.id+" 2")
-	n, _, _ = w.handedOff()
+	n, _, _ = w.handedOff(all)
 	require.Equal(t, 3, n)
 	require.Zero(t, w.announced(false), "a hand-off is not a release for anyone")
 	require.Zero(t, w.announced(true), "nor a reservation that needs a round")
 
 	// A new round may take back what was handed over before it.
 	w.rounds, w.last = 3, &round{start: clk.Now()}
-	n, _, _ = w.handedOff()
+	n, _, _ = w.handedOff(all)
 	require.Zero(t, n)
 }
 
@@ -360,3 +360,6 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	require.Empty(t, w.unsettled())
 	awaitSettled(&round{settled: make(chan struct{})}) // never sent: does not block
 }
+
+// all counts every node.
+func all(int) bool { return true }

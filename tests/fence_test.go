@@ -69,11 +69,11 @@ func requireStrictlyIncreasing(t *testing.T, fences []uint64) {
 	}
 }
 
-func fenceClients(e *env, n int) []*redlock.Client {
+func fenceClients(e *env, n int, opts ...redlock.Option) []*redlock.Client {
 	cs := make([]*redlock.Client, n)
 	for i := range cs {
 		// Each client has its own pools, as separate processes would.
-		cs[i] = newClient(e.t, newPools(e.t, e.addrs))
+		cs[i] = newClient(e.t, newPools(e.t, e.addrs), opts...)
 	}
 	return cs
 }
@@ -97,7 +97,9 @@ func TestFence_manyClientsGetUniqueIncreasingFences(t *testing.T) {
 func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	key := newKey(t)
-	clients := fenceClients(e, 3)
+	// The nodes keep every write: declared durable, a node that restarted
+	// counts at once.
+	clients := fenceClients(e, 3, redlock.WithDurableNodes())
 	stopFaults := failNodesInTurn(e)
 	// A short TTL: a lock left on a killed node expires soon.
 	start := time.Now()
@@ -120,7 +122,10 @@ func TestFence_writeBackRoundCarriesTheFenceToTheNextQuorum(t *testing.T) {
 	e := newEnv(t, 5)
 	key, fkey := newKey(t), ""
 	fkey = redlock.FenceKey(key)
-	c := e.client()
+	// Restart safety off: this is node amnesia on purpose (two nodes come
+	// back empty and are counted at once), to show what the write-back
+	// carries to the next quorum.
+	c := e.client(redlock.WithRestartSafety(false))
 	ctx := ctxT(t, 10*time.Second)
 	_, err := e.nodes[0].Do("SET", fkey, "10")
 	require.NoError(t, err)

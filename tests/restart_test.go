@@ -1,0 +1,174 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// restartEmpty kills the given nodes and starts them again without their
+// data; it returns the time just before the first was killed.
+func restartEmpty(t *testing.T, e *env, which ...int) time.Time {
+	t.Helper()
+	before := time.Now()
+	for _, i := range which {
+		require.NoError(t, e.nodes[i].Kill())
+		require.NoError(t, e.nodes[i].Restart())
+	}
+	return before
+}
+
+// marker returns node s's restart-safety marker, "" when it has none.
+func marker(t *testing.T, s *redistest.Server) string {
+	v, _ := get(t, s, redlock.MarkerKey)
+	return v
+}
+
+func TestRestartSafety_aNewClientIsRefusedUntilTheMaxTTLPassedSinceNodesRestartedEmpty(t *testing.T) {
+	e := newEnv(t, 5)
+	const maxTTL = 3 * time.Second
+	key := newKey(t)
+	a := e.client(redlock.WithMaxTTL(maxTTL))
+	held, err := a.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+	require.NoError(t, err)
+	_ = held
+	restarted := restartEmpty(t, e, 0, 1, 2)
+
+	// A process started after the restart: new pools, new Client.
+	b := newClient(t, newPools(t, e.addrs), redlock.WithMaxTTL(maxTTL))
+	var first error
+	var got time.Time
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		l, err := b.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+		if err == nil {
+			got = time.Now()
+			require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+			break
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	require.Error(t, first, "the first attempt, right after the restart, must be refused")
+	qe := asQuorumError(t, first)
+	require.False(t, qe.Busy(), statuses(qe))
+	named := 0
+	for _, i := range []int{0, 1, 2} {
+		if qe.Nodes[i].Status == redlock.NodeFailed {
+			require.ErrorIs(t, qe.Nodes[i].Err, redlock.ErrNodeRestarted, statuses(qe))
+			named++
+		}
+	}
+	require.Positive(t, named, "the round was decided without a restarted node: %s", statuses(qe))
+	require.Contains(t, first.Error(), "restarted without its data")
+	require.False(t, got.IsZero(), "never acquired after the wait")
+	require.GreaterOrEqual(t, got.Sub(restarted), maxTTL, "a restarted node was counted before the maximum TTL passed")
+	// Once counted, a node is marked, so that other clients count it at
+	// once. A node is counted (and marked) at its next grant after the
+	// wait: a few locks on other keys see to it.
+	require.Eventually(t, func() bool {
+		if l, err := b.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL); err == nil {
+			require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+		}
+		for _, i := range []int{0, 1, 2} {
+			if marker(t, e.nodes[i]) == "" {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+	c := newClient(t, newPools(t, e.addrs), redlock.WithMaxTTL(maxTTL))
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL)
+	require.NoError(t, err, "a node that was marked counts at once for a new client")
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+func TestRestartSafety_offLetsASecondOwnerIn(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	a := e.client(redlock.WithRestartSafety(false))
+	_, err := a.TryLock(ctxT(t, 10*time.Second), key, longTTL)
+	require.NoError(t, err)
+	restartEmpty(t, e, 0, 1, 2)
+	b := newClient(t, newPools(t, e.addrs), redlock.WithRestartSafety(false))
+	_, err = b.TryLock(ctxT(t, 10*time.Second), key, longTTL)
+	require.NoError(t, err, "without restart safety the forgotten lock is taken at once: two owners")
+}
+
+func TestRestartSafety_aNewDeploymentIsUsableAtOnceAndMarked(t *testing.T) {
+	e := newEnv(t, 5)
+	for _, s := range e.nodes {
+		require.Empty(t, marker(t, s))
+	}
+	c := e.client() // the default maximum TTL: a minute, far above the nodes' uptime
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	require.Eventually(t, func() bool {
+		for _, s := range e.nodes {
+			if marker(t, s) == "" {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+
+	// A second client of the healthy nodes is not slowed either.
+	c2 := newClient(t, newPools(t, e.addrs))
+	l, err = c2.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+func TestRestartSafety_aNodeRestartedWithItsDataWaitsUnlessDeclaredDurable(t *testing.T) {
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	const maxTTL = 30 * time.Second
+	a := e.client(redlock.WithMaxTTL(maxTTL))
+	key := newKey(t)
+	held, err := a.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return marker(t, e.nodes[0]) != "" }, 5*time.Second, 10*time.Millisecond)
+	restartEmpty(t, e, 0, 1, 2) // with appendonly, the data comes back
+	requireValue(t, e.nodes, 0, key, held.Token())
+
+	var mu sync.Mutex
+	resets := map[string]bool{}
+	b := newClient(t, newPools(t, e.addrs), redlock.WithMaxTTL(maxTTL),
+		redlock.WithNodeReset(func(addr string) {
+			mu.Lock()
+			defer mu.Unlock()
+			resets[addr] = true
+		}))
+	_, err = b.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a restarted node may have come back from an old snapshot")
+	require.Contains(t, err.Error(), "restarted without its data")
+	mu.Lock()
+	require.Equal(t, map[string]bool{e.addrs[0]: true, e.addrs[1]: true, e.addrs[2]: true}, resets,
+		"a node that came back under a new run id is reported as reset")
+	mu.Unlock()
+
+	d := newClient(t, newPools(t, e.addrs), redlock.WithMaxTTL(maxTTL), redlock.WithDurableNodes())
+	l, err := d.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL)
+	require.NoError(t, err, "declared durable, a node that kept its data counts at once")
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+func TestExtend_aLockWhoseQuorumOfNodesRestartedEmptyIsLostAndItsContextEnds(t *testing.T) {
+	e := newEnv(t, 5)
+	c := e.client()
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+	require.NoError(t, err)
+	lctx := l.Context()
+	restartEmpty(t, e, 1, 2, 3)
+	err = l.Extend(ctxT(t, 10*time.Second), longTTL)
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+	require.Error(t, lctx.Err(), "the lock's context must end with the loss")
+	require.True(t, errors.Is(context.Cause(lctx), redlock.ErrLockLost), "cause %v", context.Cause(lctx))
+}
