@@ -97,3 +97,36 @@ func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 	require.Eventually(t, func() bool { return nodes[0].parkedCount() == 1 }, 5*time.Second, time.Millisecond,
 		"the release owed to a failed node is sent")
 }
+
+func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
+	asked := make(signalRetry, 1) // 100ms between rounds
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	nodes[2].mu.Lock()
+	nodes[2].fail = errors.New("READONLY You can't write against a read only replica.")
+	nodes[2].mu.Unlock()
+	for _, n := range nodes[3:] {
+		n.set("k", "foreign")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "k", ttl)
+		done <- err
+	}()
+	// Two OK, one failed, two refused: no quorum, but not a split vote
+	// either. The plain round, then the script's round, both fail.
+	require.Equal(t, 1, <-asked)
+	require.Equal(t, 1, <-asked)
+	require.True(t, clk.WaitTimers(1, nil)) // Lock sleeps
+	rounds := nodes[0].count("SET")
+	clk.Advance(50 * time.Millisecond) // a split vote's wait (≤ 32ms) would be over
+	select {
+	case n := <-asked:
+		t.Fatalf("Lock asked again (failure %d) after 50ms, before the strategy's 100ms", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Equal(t, rounds, nodes[0].count("SET"), "no round before the strategy's delay")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

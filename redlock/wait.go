@@ -367,9 +367,11 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		}
 		wait, namedOnly := delay, false
 		switch refused := qe.Count(NodeRefused); {
-		case qe.Count(NodeOK) > 0 && refused < c.quorum:
+		case qe.Count(NodeOK) > 0 && refused < c.quorum && qe.Count(NodeFailed) == 0:
 			// A split vote (or too little validity left): the others'
-			// releases name the longest waiter, who goes at once.
+			// releases name the longest waiter, who goes at once. Failed
+			// nodes (read-only, out of memory, unreachable) are no split:
+			// the retry strategy paces those rounds.
 			splits++
 			d := min(splitMin<<min(splits-1, 16), splitMax)
 			wait, namedOnly = rand.N(d+1), true
