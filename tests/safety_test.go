@@ -546,10 +546,11 @@ func TestSafety_inModelFaultsCauseNoViolation(t *testing.T) {
 	rep := runSafety(t, inModel(15*time.Second))
 	requireNoViolations(t, rep)
 	// Far below a run on an idle machine (900-1200 acquisitions under
-	// -race): the run did work, even on a busy one.
-	require.Greater(t, rep.acquired, 150, "the run did work")
-	require.Greater(t, rep.increments, int64(100))
-	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(40))
+	// -race; 137 on a machine running a soak and two other suites): the
+	// run did work, even on a busy machine.
+	require.Greater(t, rep.acquired, 50, "the run did work")
+	require.Greater(t, rep.increments, int64(40))
+	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(15))
 	require.Greater(t, rep.faults.Total(), 30)
 	require.Greater(t, rep.subPauses, 10)
 }
