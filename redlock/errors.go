@@ -28,6 +28,12 @@ var (
 	ErrExpired = errors.New("redlock: lock expired")
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = errors.New("redlock: client closed")
+	// ErrNotAnnounced matches an Unlock that released the lock on a quorum
+	// but could not announce it on some nodes (the user lacks the PUBLISH
+	// permission): the lock is released, and waiting Lock calls wake only
+	// when the key runs out or their retry says so. The *QuorumError
+	// names the nodes (docs/operations.md lists the permissions).
+	ErrNotAnnounced = errors.New("redlock: lock released, but the release was not announced")
 )
 
 // errNilContext is returned by calls given a nil context.
@@ -92,7 +98,7 @@ type QuorumError struct {
 	// refusals alone do not rule out a quorum.
 	RetryAfter time.Duration
 	retryKnown bool  // RetryAfter could be told (it may be 0: the keys run out now)
-	Err        error // ErrNotAcquired or ErrLockLost
+	Err        error // ErrNotAcquired, ErrLockLost, or ErrNotAnnounced (unlock)
 	Cause      error // the caller's context error, when the context ended the round
 }
 
@@ -122,7 +128,7 @@ func (e *QuorumError) Error() string {
 	if e.Cause != nil {
 		fmt.Fprintf(&b, ", stopped by %v", e.Cause)
 	}
-	if e.Count(NodeOK) >= e.Quorum && e.Cause == nil {
+	if e.Count(NodeOK) >= e.Quorum && e.Cause == nil && e.Err != ErrNotAnnounced {
 		fmt.Fprintf(&b, ", validity %v left is too little", e.Validity)
 	}
 	b.WriteString(": ")
@@ -143,6 +149,9 @@ var doneByOp = map[string]string{"acquire": "acquired", "extend": "extended", "u
 func (e *QuorumError) describe(r NodeResult) string {
 	switch r.Status {
 	case NodeOK:
+		if r.Err != nil {
+			return doneByOp[e.Op] + ", but " + r.Err.Error()
+		}
 		return doneByOp[e.Op]
 	case NodeRefused:
 		switch {

@@ -188,6 +188,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// again in the background, for as long as the key can live.
 	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))
 	if r.ok {
+		for _, n := range r.nodes {
+			if n.Status == NodeOK && n.Err != nil {
+				return l.c.quorumError("unlock", l.key, r, ErrNotAnnounced, 0)
+			}
+		}
 		return nil
 	}
 	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)

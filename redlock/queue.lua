@@ -6,6 +6,17 @@
 -- for a waiter that takes no hand-off; the deadline is the node time in
 -- µs after which the entry is stale).
 
+-- announce publishes msg on ch. A node that refuses (a user without the
+-- PUBLISH permission) does not undo the script: the refusal is kept in
+-- refused, and the release reports it.
+local refused = nil
+local function announce(ch, msg)
+	local r = redis.pcall("PUBLISH", ch, msg)
+	if type(r) == "table" and r.err then
+		refused = r.err
+	end
+end
+
 -- clock returns the node's time in µs.
 local function clock()
 	local t = redis.call("TIME")
@@ -70,12 +81,12 @@ local function giveToHead(now, keep, window, except)
 				local k = math.min(keep, math.floor(tonumber(ttl) / 2))
 				redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + k * 1000, r, ttl, tok))
 				outlive(ttl)
-				redis.call("PUBLISH", ch, head .. " " .. r)
+				announce(ch, head .. " " .. r)
 				return tok
 			end
 			local v = "redlock:reserved:" .. head
 			redis.call("SET", KEYS[1], v, "PX", window)
-			redis.call("PUBLISH", ch, head)
+			announce(ch, head)
 			return v
 		end
 		redis.call("ZREM", KEYS[2], head)

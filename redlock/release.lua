@@ -15,7 +15,8 @@
 -- announced to everyone on "redlock:released:<key>" with an empty
 -- message.
 -- Returns 1 when the key held what the caller owns and is given up, 0
--- otherwise.
+-- otherwise; {1, error} when it was given up but the node refused to
+-- announce it (PUBLISH denied).
 if ARGV[3] ~= "" then
 	redis.call("ZREM", KEYS[2], ARGV[3])
 	redis.call("HDEL", KEYS[3], ARGV[3])
@@ -24,9 +25,11 @@ local v = redis.call("GET", KEYS[1])
 if v ~= ARGV[1] and (ARGV[4] == "" or v ~= ARGV[4]) then
 	return 0
 end
-if tonumber(ARGV[2]) > 0 and giveToHead(nil, tonumber(ARGV[5]), ARGV[2]) then
-	return 1
+if not (tonumber(ARGV[2]) > 0 and giveToHead(nil, tonumber(ARGV[5]), ARGV[2])) then
+	redis.call("DEL", KEYS[1])
+	announce("redlock:released:" .. KEYS[1], "")
 end
-redis.call("DEL", KEYS[1])
-redis.call("PUBLISH", "redlock:released:" .. KEYS[1], "")
+if refused then
+	return {1, refused}
+end
 return 1

@@ -323,15 +323,30 @@ func (c *Client) nodeContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout)
 }
 
-// scriptStatus reads the 1/0 answer of the extend and release scripts.
-func scriptStatus(_ string, reply any, err error) (NodeStatus, error) {
+// scriptStatus reads the 1/0 answer of the extend and release scripts,
+// and a release's {1, error}: done, but the node refused to announce it.
+func scriptStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if err != nil {
 		return NodeFailed, err
 	}
 	if n, ok := reply.(int64); ok && n == 1 {
 		return NodeOK, nil
 	}
+	if vs, ok := reply.([]any); ok && len(vs) == 2 {
+		if n, ok := vs[0].(int64); ok && n == 1 {
+			msg, _ := replyString(vs[1])
+			return NodeOK, &pool.NodeError{Addr: addr, Op: "PUBLISH", Err: &notAnnounced{msg}}
+		}
+	}
 	return NodeRefused, nil
+}
+
+// notAnnounced is the error of a node that released a key but refused to
+// announce it.
+type notAnnounced struct{ msg string }
+
+func (e *notAnnounced) Error() string {
+	return "the release was not announced: the user lacks the PUBLISH permission for the channel (NOPERM); the node said: " + e.msg
 }
 
 // setStatus reads the answer to SET NX: OK, or nil when the key exists.
