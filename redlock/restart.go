@@ -85,6 +85,7 @@ type restarts struct {
 	views    []atomic.Pointer[nodeView] // nil until a check succeeded
 	checking []atomic.Bool              // a background check is under way
 	gens     []pool.Reconnector         // nil for pools that do not tell
+	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
 	first    sync.Once                  // the check before the first acquisition
 	longest  atomic.Int64               // the longest TTL used, in ns
 }
@@ -93,6 +94,7 @@ func (c *Client) initRestarts() {
 	c.rs.views = make([]atomic.Pointer[nodeView], len(c.pools))
 	c.rs.checking = make([]atomic.Bool, len(c.pools))
 	c.rs.gens = make([]pool.Reconnector, len(c.pools))
+	c.rs.lastErr = make([]atomic.Pointer[error], len(c.pools))
 	for i, p := range c.pools {
 		c.rs.gens[i], _ = p.(pool.Reconnector)
 	}
@@ -130,10 +132,10 @@ func (c *Client) counts(i int) error {
 	switch {
 	case v == nil, v.marking:
 		c.recheck(i)
-		return errUnchecked
+		return c.unchecked(i)
 	case c.rs.gens[i] != nil && c.rs.gens[i].Generation() != v.gen:
 		c.recheck(i)
-		return errUnchecked
+		return c.unchecked(i)
 	case v.from.IsZero():
 		return nil
 	}
@@ -158,6 +160,25 @@ func (c *Client) countsNow(i int) bool { return c.counts(i) == nil }
 // errUnchecked is the error of a node whose connection has not been
 // checked for a restart yet.
 var errUnchecked = errors.New("redlock: node not checked for a restart yet (new connection); counted once checked")
+
+// unchecked returns node i's error while it is not checked: errUnchecked,
+// with why its last check failed when one did (a user without the
+// permissions the check needs, for example).
+func (c *Client) unchecked(i int) error {
+	if e := c.rs.lastErr[i].Load(); e != nil {
+		return &uncheckedError{*e}
+	}
+	return errUnchecked
+}
+
+// uncheckedError is errUnchecked with the last check's error.
+type uncheckedError struct{ last error }
+
+func (e *uncheckedError) Error() string {
+	return errUnchecked.Error() + "; the last check failed: " + e.last.Error()
+}
+
+func (e *uncheckedError) Unwrap() []error { return []error{errUnchecked, e.last} }
 
 // restartedError is the error of a node restart safety does not count.
 type restartedError struct {
@@ -198,11 +219,16 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		var reply any
 		reply, err = c.pools[i].Eval(ctx, nodeScript, MarkerKey, mark)
 		if err != nil {
+			err = explainDenied(err)
+			c.rs.lastErr[i].Store(&err)
 			return f, err
 		}
 		if f, err = parseFacts(reply); err != nil {
-			return f, &pool.NodeError{Addr: c.pools[i].Addr(), Op: "EVALSHA", Err: err}
+			err = &pool.NodeError{Addr: c.pools[i].Addr(), Op: "EVALSHA", Err: err}
+			c.rs.lastErr[i].Store(&err)
+			return f, err
 		}
+		c.rs.lastErr[i].Store(nil)
 		f.at = c.cfg.clock.Now()
 		if g == nil {
 			return f, nil

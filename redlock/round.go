@@ -72,6 +72,9 @@ type nodeCall struct {
 // one, marks the round settled.
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
+	if err != nil {
+		err = explainDenied(err)
+	}
 	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.op.gate {
 		if e := r.c.counts(nc.i); e != nil {

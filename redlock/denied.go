@@ -1,0 +1,83 @@
+package redlock
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Redis 7.0 refuses a command that a script calls, and that the user may
+// not run, with "ERR The user executing the script can't run this command
+// or subcommand script: <sha1>, on @user_script:<line>." (or "can't access
+// ... keys", "can't publish to the channel"): neither NOPERM nor the
+// command's name. The scripts are ours, so the line names the command.
+
+// scriptLines maps each script's SHA1 to the command called on each line
+// of its source.
+var scriptLines = map[string]map[int]string{}
+
+var callRE = regexp.MustCompile(`redis\.p?call\("([A-Za-z]+)"`)
+
+func init() {
+	for _, s := range []struct {
+		script *redis.Script
+		src    string
+	}{
+		{acquireScript, queueSource + acquireSource},
+		{releaseScript, queueSource + releaseSource},
+		{releaseFreeScript, releaseFreeSource},
+		{extendScript, extendSource},
+		{fenceStoreScript, fenceStoreSource},
+		{nodeScript, nodeSource},
+	} {
+		lines := map[int]string{}
+		for n, line := range strings.Split(s.src, "\n") {
+			if m := callRE.FindStringSubmatch(line); m != nil {
+				lines[n+1] = strings.ToUpper(m[1])
+			}
+		}
+		scriptLines[s.script.Hash()] = lines
+	}
+}
+
+var deniedRE = regexp.MustCompile(`The user executing the script can't .* script: ([0-9a-f]{40}), on @user_script:(\d+)`)
+
+// explainDenied returns err with the refused command named when err is a
+// node's refusal of a command inside one of the scripts; err otherwise.
+func explainDenied(err error) error {
+	var re redis.Error
+	if !errors.As(err, &re) || !strings.Contains(string(re), "The user executing the script can't") {
+		return err
+	}
+	cmd := "a command"
+	if m := deniedRE.FindStringSubmatch(string(re)); m != nil {
+		n, _ := strconv.Atoi(m[2])
+		if c, ok := scriptLines[m[1]][n]; ok {
+			cmd = c
+		}
+	}
+	d := &deniedError{cmd: cmd, cause: re}
+	var ne *pool.NodeError
+	if errors.As(err, &ne) {
+		return &pool.NodeError{Addr: ne.Addr, Op: ne.Op, Err: d}
+	}
+	return d
+}
+
+// deniedError is a refusal, for lack of permission, of a command that a
+// script called.
+type deniedError struct {
+	cmd   string
+	cause redis.Error
+}
+
+func (e *deniedError) Error() string {
+	return "NOPERM: the user may not run " + e.cmd + " (called by the script; docs/operations.md lists the ACL): " + string(e.cause)
+}
+
+func (e *deniedError) Unwrap() error { return e.cause }
