@@ -80,6 +80,11 @@ type subNode struct {
 	// Under notifier.mu:
 	subscribed map[string]bool // channels the connection was last told to subscribe
 	pending    map[string]int  // SUBSCRIBEs not yet acknowledged, by channel
+	// unacked is when the oldest SUBSCRIBE still unacknowledged was sent
+	// (zero when none is): a node that leaves one unanswered for
+	// pubsubDead, while it answers PING, is dropped (its pending entries
+	// would otherwise pile up, two a key).
+	unacked time.Time
 }
 
 // join subscribes w to key's announcements and returns its subscription;
@@ -247,6 +252,9 @@ func (n *notifier) sync(s *subNode, chans []string) {
 		case want:
 			s.subscribed[ch] = true
 			s.pending[ch]++
+			if s.unacked.IsZero() {
+				s.unacked = time.Now()
+			}
 			sub = append(sub, ch)
 		default:
 			delete(s.subscribed, ch)
@@ -268,11 +276,12 @@ func (n *notifier) sync(s *subNode, chans []string) {
 }
 
 // run keeps node s's pub/sub connection up until Close. A connection that
-// worked is dialled again at once when it breaks. A failed dial, or a
-// connection on which the node answered nothing a subscriber expects (a
-// node at its client limit accepts the connection, sends an error and
-// closes it), waits for the back-off first, so that such a node is not
-// dialled in a loop.
+// worked (the node answered as a subscriber expects, for a ping interval
+// at least) is dialled again at once when it breaks. A failed dial, or a
+// connection that did not work that long (a node at its client limit
+// accepts the connection, sends an error and closes it; a broken one
+// acknowledges SUBSCRIBE and closes), waits for the back-off first, so
+// that such a node is not dialled in a loop.
 func (n *notifier) run(s *subNode) {
 	defer n.c.bg.Done()
 	backoff := redialMin
@@ -283,12 +292,13 @@ func (n *notifier) run(s *subNode) {
 				conn.Close()
 				return
 			}
+			since := time.Now()
 			heard := n.read(s, conn)
 			n.disconnected(s, conn)
 			if n.ctx.Err() != nil {
 				return
 			}
-			if heard {
+			if heard && time.Since(since) >= pubsubPing {
 				backoff = redialMin
 				continue
 			}
@@ -320,6 +330,9 @@ func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
 		s.subscribed[ch] = true
 		s.pending[ch]++
 	}
+	if len(chans) > 0 {
+		s.unacked = time.Now()
+	}
 	n.mu.Unlock()
 	s.conn = conn
 	if len(chans) > 0 {
@@ -341,6 +354,7 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 	defer n.mu.Unlock()
 	clear(s.subscribed)
 	clear(s.pending)
+	s.unacked = time.Time{}
 	for _, kw := range n.keys {
 		if kw.acks[s.i] == bothAcked {
 			kw.count--
@@ -388,6 +402,13 @@ func (n *notifier) confirm(s *subNode, ch string) {
 		return // a later SUBSCRIBE is still on its way
 	}
 	delete(s.pending, ch)
+	if len(s.pending) == 0 {
+		s.unacked = time.Time{}
+	} else {
+		// The others were sent after this one: now is a late bound for
+		// the oldest of them.
+		s.unacked = time.Now()
+	}
 	kw, ok := n.byChan[ch]
 	if !ok || !s.subscribed[ch] || kw.acks[s.i] == bothAcked {
 		return
@@ -435,8 +456,13 @@ func (n *notifier) pinger() {
 				continue
 			}
 			s.wmu.Lock()
+			n.mu.Lock()
+			stuck := !s.unacked.IsZero() && time.Since(s.unacked) >= pubsubDead
+			n.mu.Unlock()
 			if s.conn != nil {
-				if err := s.conn.Send("PING"); err == nil {
+				if stuck {
+					s.conn.Close() // the reader fails; run dials again after the back-off
+				} else if err := s.conn.Send("PING"); err == nil {
 					_ = s.conn.Flush()
 				}
 			}
