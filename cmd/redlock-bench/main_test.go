@@ -728,7 +728,7 @@ func TestNewClients(t *testing.T) {
 			cfg := testConfig(backendMiniredis, modeContended)
 			cfg.workers, cfg.clients = 5, 2
 			cfg = cfg.withDefaults()
-			cs, err := newClients(cfg, kind, ns.addrs)
+			cs, err := newClients(cfg, kind, ns)
 			require.NoError(t, err)
 			closed := false
 			defer func() {
@@ -781,7 +781,7 @@ func TestWarmUpOwnClients(t *testing.T) {
 	cfg := testConfig(backendMiniredis, modeContended)
 	cfg.workers, cfg.clients = 3, 3
 	cfg = cfg.withDefaults()
-	cs, err := newClients(cfg, poolPipelined, ns.addrs)
+	cs, err := newClients(cfg, poolPipelined, ns)
 	require.NoError(t, err)
 	defer cs.close()
 	_, keys, err := workerKeys(cfg, poolPipelined)

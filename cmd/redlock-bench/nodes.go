@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
 	"github.com/gomodule/redigo/redis"
+	"github.com/quorumlock/redlock/redlock"
 
 	"github.com/quorumlock/redlock/internal/redistest"
 )
@@ -24,6 +26,10 @@ type nodes struct {
 	backend string       // for the report, e.g. "redis-server 7.0.15, 5 nodes started by the tool"
 	close   func() error // stops the nodes the tool started; nil when it started none
 	local   []localNode  // the nodes the tool started, by index; nil with -addrs
+	// clientOpts are the Client options these nodes need: in-process
+	// servers cannot answer the restart check (INFO inside a script), and
+	// cannot restart either, so restart safety is off for them.
+	clientOpts []redlock.Option
 }
 
 // localNode is a node the tool started, which it may break on purpose.
@@ -40,12 +46,19 @@ type localNode interface {
 // the result, which stops the nodes the tool started.
 func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 	if len(cfg.addrs) > 0 {
-		version, err := redisVersion(cfg.addrs)
+		version, noInfo, err := redisVersion(cfg.addrs)
 		if err != nil {
 			// Not fatal: redlock is made to work with a minority of nodes down.
 			fmt.Fprintf(stderr, "redlock-bench: warning: %v\n", err)
 		}
-		return &nodes{addrs: cfg.addrs, backend: version + ", existing nodes"}, nil
+		ns := &nodes{addrs: cfg.addrs, backend: version + ", existing nodes"}
+		if len(noInfo) > 0 {
+			// Such nodes cannot answer the restart check either.
+			fmt.Fprintf(stderr, "redlock-bench: warning: %s answer no INFO server: restart safety is off for this run\n",
+				strings.Join(noInfo, ", "))
+			ns.clientOpts = []redlock.Option{redlock.WithRestartSafety(false)}
+		}
+		return ns, nil
 	}
 
 	backend := cfg.backend
@@ -69,7 +82,7 @@ func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	version, err := redisVersion(c.Addrs())
+	version, _, err := redisVersion(c.Addrs())
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock-bench: warning: %v\n", err)
 	}
@@ -104,8 +117,9 @@ func startMiniredis(n int) (*nodes, error) {
 		return nil
 	}
 	ns := &nodes{
-		backend: fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
-		close:   closeAll,
+		backend:    fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
+		close:      closeAll,
+		clientOpts: []redlock.Option{redlock.WithRestartSafety(false)},
 	}
 	for range n {
 		m, err := miniredis.Run()
@@ -135,15 +149,17 @@ func (n miniNode) Restart() error { return n.m.Restart() }
 
 // redisVersion returns "redis-server VERSION" from INFO server on the
 // nodes ("redis-server V1/V2" when they differ, "version unknown" when no
-// node tells), and an error naming every node that could not be reached.
-func redisVersion(addrs []string) (string, error) {
-	var versions []string
+// node tells), the nodes that answered without INFO server (miniredis),
+// and an error naming every node that could not be reached.
+func redisVersion(addrs []string) (string, []string, error) {
+	var versions, noInfo []string
 	var errs []error
 	for _, addr := range addrs {
 		fields, err := info(addr, "server")
 		var re redis.Error
 		if errors.As(err, &re) {
-			continue // it answered, but has no INFO server (miniredis)
+			noInfo = append(noInfo, addr) // it answered, but has no INFO server (miniredis)
+			continue
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -158,9 +174,9 @@ func redisVersion(addrs []string) (string, error) {
 	}
 	version := "redis-server " + strings.Join(versions, "/")
 	if err := errors.Join(errs...); err != nil {
-		return version, fmt.Errorf("reading the Redis version: %w", err)
+		return version, noInfo, fmt.Errorf("reading the Redis version: %w", err)
 	}
-	return version, nil
+	return version, noInfo, nil
 }
 
 // connStats is the sum over the nodes of two INFO fields, not counting the

@@ -79,15 +79,16 @@ type clientSet struct {
 
 // newClients makes cfg.clients Clients on pools of the given kind, sized
 // for the workers each one serves. On error it closes those it made.
-func newClients(cfg config, kind string, addrs []string) (*clientSet, error) {
+func newClients(cfg config, kind string, ns *nodes) (*clientSet, error) {
 	s := &clientSet{}
+	opts := append([]redlock.Option{redlock.WithNodeTimeout(cfg.nodeTimeout)}, ns.clientOpts...)
 	for range cfg.clients {
-		pools, err := newPools(kind, addrs, cfg.workersPerClient())
+		pools, err := newPools(kind, ns.addrs, cfg.workersPerClient())
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		c, err := redlock.New(pools, redlock.WithNodeTimeout(cfg.nodeTimeout))
+		c, err := redlock.New(pools, opts...)
 		if err != nil {
 			closePools(pools)
 			s.close()

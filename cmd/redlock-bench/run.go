@@ -121,7 +121,7 @@ type runResult struct {
 // that another run follows on the same nodes, so that a killed node must
 // be restarted.
 func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool, stderr io.Writer) (*runResult, error) {
-	cs, err := newClients(cfg, kind, ns.addrs)
+	cs, err := newClients(cfg, kind, ns)
 	if err != nil {
 		return nil, err
 	}
