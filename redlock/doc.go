@@ -94,11 +94,26 @@
 // TTL; see docs/fencing.md for the scheme and what the nodes must
 // guarantee (no eviction of those keys, persistence).
 //
+// # Restart safety
+//
+// A node that restarts without its data forgets the locks it held. Before
+// its first acquisition, and whenever a pool opened a new connection
+// (pool.Reconnector), a Client asks each node for its run id, its uptime
+// and a marker key (MarkerKey) that holds the run id of the process
+// Clients last counted. A node without the marker, or with another
+// process's, is not counted toward an acquisition until it has been up for
+// the maximum TTL (WithMaxTTL, default 1m), so every lock it may have
+// forgotten has run out; its error matches ErrNodeRestarted. A new
+// deployment (a quorum answers and no node has a marker) is counted at
+// once. WithDurableNodes counts a node that kept its data at once, and
+// WithRestartSafety(false) turns the check off. See docs/safety.md and
+// docs/operations.md.
+//
 // # Errors
 //
 // A failed round returns a *QuorumError that lists every node with its
-// address and outcome (OK, refused, failed with its error, or no reply in
-// time), so "the lock is busy" (QuorumError.Busy) and "the nodes are
+// address and outcome (OK, refused, failed with its error, timed out, or
+// not awaited because the outcome was decided without it), so "the lock is busy" (QuorumError.Busy) and "the nodes are
 // unreachable" can be told apart. It matches ErrNotAcquired for
 // acquisitions and ErrLockLost for Extend and Unlock, and also the caller's
 // context error when the context ended the round. Errors never contain the
@@ -116,9 +131,8 @@
 // The nodes are independent masters (no replication between them), their
 // clocks run at rates within driftFactor of each other, and lock keys are
 // not evicted (run the nodes with maxmemory-policy noeviction, or volatile
-// policies on nodes that hold nothing else). A node that restarts empty
-// while a lock is held can let a second owner in; restart nodes only after
-// the longest TTL in use has passed, or keep persistence on. A holder that
+// policies on nodes that hold nothing else). Every client of the nodes
+// uses TTLs up to the same maximum TTL (restart safety). A holder that
 // stalls after checking its validity can still act on an expired lock; a
 // TTL alone cannot prevent that.
 package redlock
