@@ -272,8 +272,9 @@ type answer struct {
 }
 
 // checkAll checks every node at once, before the first acquisition, and
-// returns once a quorum of nodes answered or every node replied: the
-// others are taken in the background as their answers come. When a
+// returns once a quorum of nodes answered (and the others had a short
+// grace), every node replied, or so many failed that no quorum can
+// answer: the others are taken in the background as their answers come. When a
 // quorum answered and none of them has a marker, the deployment is new:
 // no lock can be held on it (a lock held on a quorum that lost its data
 // would need a node that kept its marker among any quorum, unless more
@@ -302,7 +303,7 @@ func (c *Client) checkAll(ctx context.Context) {
 	var grace <-chan time.Time
 	start, ok := c.cfg.clock.Now(), 0
 collect:
-	for len(got) < n {
+	for len(got) < n && len(got)-ok <= len(c.pools)-c.quorum {
 		select {
 		case a := <-answers:
 			if a.err == nil {
