@@ -119,14 +119,12 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 	require.Equal(t, 1, <-asked)
 	require.Equal(t, 1, <-asked)
 	require.True(t, clk.WaitTimers(1, nil)) // Lock sleeps
-	rounds := nodes[0].count("SET")
 	clk.Advance(50 * time.Millisecond) // a split vote's wait (≤ 32ms) would be over
 	select {
 	case n := <-asked:
 		t.Fatalf("Lock asked again (failure %d) after 50ms, before the strategy's 100ms", n)
 	case <-time.After(50 * time.Millisecond):
 	}
-	require.Equal(t, rounds, nodes[0].count("SET"), "no round before the strategy's delay")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
