@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/clock"
@@ -102,7 +103,7 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 	asked := make(signalRetry, 1) // 100ms between rounds
 	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
 	nodes[2].mu.Lock()
-	nodes[2].fail = errors.New("READONLY You can't write against a read only replica.")
+	nodes[2].fail = redis.Error("READONLY You can't write against a read only replica.")
 	nodes[2].mu.Unlock()
 	for _, n := range nodes[3:] {
 		n.set("k", "foreign")
@@ -114,12 +115,12 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 		_, err := c.Lock(ctx, "k", ttl)
 		done <- err
 	}()
-	// Two OK, one failed, two refused: no quorum, but not a split vote
-	// either. The plain round, then the script's round, both fail.
+	// Two OK, one answered with an error, two refused: no quorum, but not
+	// a split vote either. The plain round, then the script's round, both fail.
 	require.Equal(t, 1, <-asked)
 	require.Equal(t, 1, <-asked)
 	require.True(t, clk.WaitTimers(1, nil)) // Lock sleeps
-	clk.Advance(50 * time.Millisecond) // a split vote's wait (≤ 32ms) would be over
+	clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
 	select {
 	case n := <-asked:
 		t.Fatalf("Lock asked again (failure %d) after 50ms, before the strategy's 100ms", n)

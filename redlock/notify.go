@@ -440,6 +440,22 @@ func (n *notifier) announce(i int, ch, next string) {
 	}
 }
 
+// poke wakes every waiting Lock call, so that it counts again what the
+// nodes handed to it (restart safety may count a node now that it did not
+// count when the hand-off was announced).
+func (n *notifier) poke() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, kw := range n.keys {
+		for w := range kw.waiters {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // pinger keeps the connections talking, so that a dead one is noticed.
 func (n *notifier) pinger() {
 	defer n.c.bg.Done()

@@ -415,8 +415,11 @@ func (c *Client) recheck(i int) {
 	go func() {
 		defer c.bg.Done()
 		defer c.rs.checking[i].Store(false)
-		if f, err := c.checkNode(context.Background(), i, ""); err == nil && c.adopt(i, f, false) {
-			c.mark(i, f.runID)
+		if f, err := c.checkNode(context.Background(), i, ""); err == nil {
+			if c.adopt(i, f, false) {
+				c.mark(i, f.runID)
+			}
+			c.notify.poke() // a hand-off from the node may count now
 		}
 	}()
 }

@@ -367,11 +367,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		}
 		wait, namedOnly := delay, false
 		switch refused := qe.Count(NodeRefused); {
-		case qe.Count(NodeOK) > 0 && refused < c.quorum && qe.Count(NodeFailed) == 0:
+		case qe.Count(NodeOK) > 0 && refused < c.quorum && !answeredWithError(qe):
 			// A split vote (or too little validity left): the others'
-			// releases name the longest waiter, who goes at once. Failed
-			// nodes (read-only, out of memory, unreachable) are no split:
-			// the retry strategy paces those rounds.
+			// releases name the longest waiter, who goes at once. A node
+			// that answered with an error (read-only, out of memory, no
+			// permission) is no split and will not change soon: the retry
+			// strategy paces those rounds.
 			splits++
 			d := min(splitMin<<min(splits-1, 16), splitMax)
 			wait, namedOnly = rand.N(d+1), true
@@ -400,6 +401,17 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return nil, qe
 		}
 	}
+}
+
+// answeredWithError reports whether a node of the round answered with an
+// error reply.
+func answeredWithError(qe *QuorumError) bool {
+	for _, n := range qe.Nodes {
+		if n.Status == NodeFailed && replied(n.Err) && !errors.Is(n.Err, ErrNodeRestarted) && !errors.Is(n.Err, errUnchecked) {
+			return true
+		}
+	}
+	return false
 }
 
 // sleep waits d, or until a node announced that it keeps the key for w,

@@ -363,8 +363,9 @@ func TestLock_waiterSurvivesEveryNodeRestarting(t *testing.T) {
 	// survives; every pub/sub connection breaks once.
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	key := newKey(t)
-	holder := e.client()
-	waiter := newClient(t, newPools(t, e.addrs))
+	// Declared durable: a node that restarted with its data counts at once.
+	holder := e.client(redlock.WithDurableNodes())
+	waiter := newClient(t, newPools(t, e.addrs), redlock.WithDurableNodes())
 	held := takeEverywhere(t, e, holder, key, hourTTL)
 	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
