@@ -272,9 +272,9 @@ type answer struct {
 }
 
 // checkAll checks every node at once, before the first acquisition, and
-// returns once a quorum of nodes answered (and the others had a short
-// grace), every node replied, or so many failed that no quorum can
-// answer: the others are taken in the background as their answers come. When a
+// returns once every node replied, or a short grace after a quorum
+// answered or so many failed that no quorum can: the others are taken in
+// the background as their answers come. When a
 // quorum answered and none of them has a marker, the deployment is new:
 // no lock can be held on it (a lock held on a quorum that lost its data
 // would need a node that kept its marker among any quorum, unless more
@@ -296,21 +296,23 @@ func (c *Client) checkAll(ctx context.Context) {
 			answers <- answer{i, f, err}
 		}()
 	}
-	// Once a quorum answered, the others get a short grace, so that a
-	// healthy node is not left unchecked for the first round, while a
-	// stalled one costs the first acquisition little.
+	// Once a quorum answered (or so many failed that none can), the others
+	// get a short grace, so that a healthy node is not left unchecked for
+	// the first round, while a stalled one costs the first acquisition
+	// little.
 	var got []answer
 	var grace <-chan time.Time
 	start, ok := c.cfg.clock.Now(), 0
 collect:
-	for len(got) < n && len(got)-ok <= len(c.pools)-c.quorum {
+	for len(got) < n {
 		select {
 		case a := <-answers:
 			if a.err == nil {
 				ok++
 			}
 			got = append(got, a)
-			if ok == c.quorum && grace == nil {
+			decided := ok >= c.quorum || len(got)-ok > len(c.pools)-c.quorum
+			if decided && grace == nil {
 				t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
 				defer t.Stop()
 				grace = t.C()
@@ -388,13 +390,13 @@ func (c *Client) freshBeingMarked(got []answer) bool {
 }
 
 // mark stores node i's run id as its marker, when the node still runs
-// that process.
-// The node is counted once its marker is in place.
+// that process. A node that waits to be marked (a new deployment's) is
+// counted once its marker is in place, or checked again if that failed.
 func (c *Client) mark(i int, runID string) {
 	v := c.rs.views[i].Load()
 	f, err := c.checkNode(context.Background(), i, runID)
 	if v == nil || !v.marking {
-		return
+		return // counted already
 	}
 	if err == nil && f.runID == runID && f.marker == runID {
 		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID})
@@ -448,8 +450,12 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 			mark = true
 		}
 	}
-	// A node to be marked is counted only once it is (mark, then count).
-	v.marking = mark
+	// On a new deployment a node is counted only once it is marked (mark,
+	// then count), so that a Client that checks meanwhile does not take
+	// the deployment for new when a lock may already be held on it. A
+	// node marked for another reason (it waited out the maximum TTL, or
+	// kept its data on durable nodes) counts at once.
+	v.marking = mark && fresh
 	c.rs.views[i].Store(v)
 	if restarted {
 		c.nodeReset(i)
