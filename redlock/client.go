@@ -30,6 +30,7 @@ type Client struct {
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	rs         restarts // restart safety (restart.go)
+	warn       warner   // WithLogger's rate limit (log.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
 	id         string   // random: names the Client's hand-off channels (handoffChannel)
 	// The acquisition script's fixed arguments, boxed once.
@@ -382,6 +383,7 @@ func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Durati
 func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, until time.Time, ttl time.Duration) error {
 	validity := until.Sub(c.cfg.clock.Now())
 	c.releaseFailed(ctx, key, token, r, ttl)
+	c.warnRefusals("node refused an acquisition", r)
 	if !r.ok {
 		validity = 0
 	}

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,6 +372,12 @@ func (n *notifier) read(s *subNode, conn redis.Conn) (heard bool) {
 	for {
 		reply, err := redis.ReceiveWithTimeout(conn, pubsubDead)
 		if err != nil {
+			var re redis.Error
+			if errors.As(err, &re) {
+				// A refused SUBSCRIBE or PING (a missing permission):
+				// waiting Lock calls fall back to their retry strategy.
+				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the retry strategy", err)
+			}
 			return heard
 		}
 		if p, ok := reply.(string); ok && p == "PONG" {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -31,6 +32,8 @@ type clientConfig struct {
 	clock       clock.Clock
 	onNodeReset func(addr string) // WithNodeReset
 	window      time.Duration     // WithHandoffWindow; windowAuto: see New
+
+	logger *slog.Logger // WithLogger; nil: silent
 
 	// Restart safety (restart.go).
 	maxTTL        time.Duration // WithMaxTTL

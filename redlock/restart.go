@@ -221,6 +221,9 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		if err != nil {
 			err = explainDenied(err)
 			c.rs.lastErr[i].Store(&err)
+			if replied(err) {
+				c.warnNode(c.pools[i].Addr(), "node refused the restart check: it is not counted toward any quorum", err)
+			}
 			return f, err
 		}
 		if f, err = parseFacts(reply); err != nil {

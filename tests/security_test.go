@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -480,4 +483,52 @@ func TestACL_unlockWithoutPublishSaysTheKeyWasReleased(t *testing.T) {
 	}
 	require.True(t, named, "the error names the nodes: %v", err)
 	awaitAbsent(t, nodes, key)
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Waiting without ZADD (no queue) or SUBSCRIBE (no announcements) still
+// works, by the retry strategy, but not silently: WithLogger gets a Warn
+// that names the node and the refused command.
+func TestACL_aDegradedWaitIsLoggedNamingTheNodeAndTheCommand(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	for _, tc := range []struct{ cmd, want string }{{"zadd", "ZADD"}, {"subscribe", "subscribe"}} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == tc.cmd }))
+			var logs syncBuffer
+			cl := newClient(t, aclPools(t, addrs), redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			key := newKey(t)
+			for i, s := range nodes {
+				_, err := s.Do("SET", key, foreignToken, "PX", 300)
+				require.NoError(t, err, "node %d", i)
+			}
+			l, err := cl.Lock(ctxT(t, 10*time.Second), key, longTTL)
+			require.NoError(t, err)
+			require.NoError(t, l.Unlock(ctxT(t, quickly)))
+			require.Eventually(t, func() bool {
+				out := logs.String()
+				return strings.Contains(out, "level=WARN") && strings.Contains(out, tc.want) &&
+					slices.ContainsFunc(addrs, func(a string) bool { return strings.Contains(out, a) })
+			}, 5*time.Second, 10*time.Millisecond, "no warning names the node and %s: %q", tc.want, logs.String())
+			require.NotContains(t, logs.String(), l.Token(), "a token in the log")
+			require.NotContains(t, logs.String(), aclPassword, "a password in the log")
+		})
+	}
 }

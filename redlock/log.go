@@ -1,0 +1,64 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// WithLogger makes the Client log what an operator must know and no call
+// returns on its own: a node that refuses what the library asks (a
+// missing ACL permission, a read-only replica, a full node), so that a
+// Lock that waits by back-off instead of by announcement, or a node left
+// out of every quorum, does not go unnoticed. Records are at Warn, at most
+// one a minute for each node and cause; they never contain a token or a
+// password. Default: no logging.
+func WithLogger(l *slog.Logger) Option {
+	return clientOption(func(c *clientConfig) { c.logger = l })
+}
+
+// warnEvery bounds how often one node's one cause is logged.
+const warnEvery = time.Minute
+
+// warner logs node problems at Warn, each (node, cause) at most once per
+// warnEvery.
+type warner struct {
+	mu   sync.Mutex
+	last map[[2]string]time.Time
+}
+
+// warnNode logs that node addr did not do what was asked, and why.
+func (c *Client) warnNode(addr, what string, err error) {
+	l := c.cfg.logger
+	if l == nil || err == nil {
+		return
+	}
+	cause := err.Error()
+	key := [2]string{addr, what + cause}
+	now := time.Now()
+	c.warn.mu.Lock()
+	if c.warn.last == nil {
+		c.warn.last = map[[2]string]time.Time{}
+	}
+	if t, ok := c.warn.last[key]; ok && now.Sub(t) < warnEvery {
+		c.warn.mu.Unlock()
+		return
+	}
+	c.warn.last[key] = now
+	c.warn.mu.Unlock()
+	l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: "+what,
+		slog.String("node", addr), slog.String("error", cause))
+}
+
+// warnRefusals logs the nodes of round r that answered with an error.
+func (c *Client) warnRefusals(what string, r *round) {
+	if c.cfg.logger == nil {
+		return
+	}
+	for _, n := range r.nodes {
+		if n.Status == NodeFailed && replied(n.Err) {
+			c.warnNode(n.Addr, what, n.Err)
+		}
+	}
+}
