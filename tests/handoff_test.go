@@ -258,8 +258,25 @@ func dialNode(t *testing.T, s *redistest.Server) redis.Conn {
 // next message's text.
 func subscribe(t *testing.T, s *redistest.Server, ch string) func() string {
 	t.Helper()
+	return listen(t, s, func(psc redis.PubSubConn) error { return psc.Subscribe(ch) },
+		func(m redis.Message) string { return string(m.Data) })
+}
+
+// psubscribe subscribes to the channels that match pattern on s and
+// returns a function that returns the next message's channel.
+func psubscribe(t *testing.T, s *redistest.Server, pattern string) func() string {
+	t.Helper()
+	return listen(t, s, func(psc redis.PubSubConn) error { return psc.PSubscribe(pattern) },
+		func(m redis.Message) string { return m.Channel })
+}
+
+// listen subscribes on a connection of its own to s with sub, waits for
+// the confirmation, and returns a function that returns what pick reads
+// from the next message.
+func listen(t *testing.T, s *redistest.Server, sub func(redis.PubSubConn) error, pick func(redis.Message) string) func() string {
+	t.Helper()
 	psc := redis.PubSubConn{Conn: dialNode(t, s)}
-	require.NoError(t, psc.Subscribe(ch))
+	require.NoError(t, sub(psc))
 	for subscribed := false; !subscribed; {
 		switch m := psc.Receive().(type) {
 		case redis.Subscription:
@@ -272,7 +289,7 @@ func subscribe(t *testing.T, s *redistest.Server, ch string) func() string {
 		t.Helper()
 		switch m := psc.ReceiveWithTimeout(quickly).(type) {
 		case redis.Message:
-			return string(m.Data)
+			return pick(m)
 		case error:
 			require.NoError(t, m)
 		}

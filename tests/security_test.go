@@ -105,32 +105,6 @@ func deniedCommands(t testing.TB, s *redistest.Server) []string {
 	return out
 }
 
-// psubscribe subscribes to the channels that match pattern on s and
-// returns a function that returns the next message's channel.
-func psubscribe(t *testing.T, s *redistest.Server, pattern string) func() string {
-	t.Helper()
-	psc := redis.PubSubConn{Conn: dialNode(t, s)}
-	require.NoError(t, psc.PSubscribe(pattern))
-	for subscribed := false; !subscribed; {
-		switch m := psc.Receive().(type) {
-		case redis.Subscription:
-			subscribed = true
-		case error:
-			require.NoError(t, m)
-		}
-	}
-	return func() string {
-		t.Helper()
-		switch m := psc.ReceiveWithTimeout(quickly).(type) {
-		case redis.Message:
-			return m.Channel
-		case error:
-			require.NoError(t, m)
-		}
-		return ""
-	}
-}
-
 // awaitAbsent waits until no node holds key: a release returns once a
 // quorum released, the other nodes follow.
 func awaitAbsent(t testing.TB, nodes []*redistest.Server, key string) {
