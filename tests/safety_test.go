@@ -237,10 +237,11 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		require.NoError(t, err)
 		injectors = append(injectors, in)
 	}
+	var harnessErr error
 	stopFaults := func() {
 		for _, in := range injectors {
 			st, err := in.Stop()
-			require.NoError(t, err, "the harness failed")
+			harnessErr = errors.Join(harnessErr, err)
 			if rep.faults.Injected == nil {
 				rep.faults.Injected = map[faults.Kind]int{}
 			}
@@ -424,6 +425,8 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 	for k, v := range rep.errSample {
 		t.Logf("%s, e.g. %s", k, v)
 	}
+	// After the summary, so that a long run's figures are not lost.
+	require.NoError(t, harnessErr, "the harness failed")
 	for i, o := range rep.overlaps {
 		if i == 5 {
 			t.Logf("... %d more overlaps", len(rep.overlaps)-i)

@@ -29,19 +29,29 @@ func do(addr, password string, timeout time.Duration, cmd string, args ...any) (
 }
 
 // probe checks that the redis-server answering on addr is the process pid,
-// not some other server that grabbed the port first.
+// not some other server that grabbed the port first, and that it has
+// finished loading its data (a durable node replays its append-only file
+// first, and answers most commands with LOADING until it is done).
 func probe(addr, password string, pid int, timeout time.Duration) error {
-	info, err := redis.String(do(addr, password, timeout, "INFO", "server"))
+	info, err := redis.String(do(addr, password, timeout, "INFO", "server", "persistence"))
 	if err != nil {
 		return err
 	}
+	seenPid := false
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
 			if got, _ := strconv.Atoi(v); got != pid {
 				return fmt.Errorf("redistest: %s is served by pid %s, want %d", addr, v, pid)
 			}
-			return nil
+			seenPid = true
+		}
+		if v, ok := strings.CutPrefix(line, "loading:"); ok && v != "0" {
+			return fmt.Errorf("redistest: %s is still loading its data", addr)
 		}
 	}
-	return fmt.Errorf("redistest: no process_id in INFO from %s", addr)
+	if !seenPid {
+		return fmt.Errorf("redistest: no process_id in INFO from %s", addr)
+	}
+	return nil
 }
