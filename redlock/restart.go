@@ -87,6 +87,11 @@ type restarts struct {
 	gens     []pool.Reconnector         // nil for pools that do not tell
 	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
 	first    sync.Once                  // the check before the first acquisition
+	// settled is set once a check of every node had a quorum answer;
+	// until then a node's check is a check of all of them (allBusy), so
+	// that a deployment that came up after the Client is still seen new.
+	settled atomic.Bool
+	allBusy atomic.Bool
 	longest  atomic.Int64               // the longest TTL used, in ns
 }
 
@@ -325,6 +330,9 @@ collect:
 		}
 	}
 	fresh := ok >= c.quorum
+	if fresh {
+		c.rs.settled.Store(true)
+	}
 	take := func(a answer) {
 		if a.err == nil {
 			fresh = fresh && a.f.marker == ""
@@ -410,6 +418,23 @@ func (c *Client) mark(i int, runID string) {
 
 // recheck checks node i in the background, unless a check is under way.
 func (c *Client) recheck(i int) {
+	if !c.rs.settled.Load() {
+		// No check of all nodes has had a quorum answer yet (they were
+		// down when the Client started): check them all again.
+		if c.rs.allBusy.CompareAndSwap(false, true) {
+			if !c.begin(1) {
+				c.rs.allBusy.Store(false)
+				return
+			}
+			go func() {
+				defer c.bg.Done()
+				defer c.rs.allBusy.Store(false)
+				c.checkAll(context.Background())
+				c.notify.poke()
+			}()
+		}
+		return
+	}
 	if !c.rs.checking[i].CompareAndSwap(false, true) {
 		return
 	}

@@ -172,3 +172,22 @@ func TestExtend_aLockWhoseQuorumOfNodesRestartedEmptyIsLostAndItsContextEnds(t *
 	require.Error(t, lctx.Err(), "the lock's context must end with the loss")
 	require.True(t, errors.Is(context.Cause(lctx), redlock.ErrLockLost), "cause %v", context.Cause(lctx))
 }
+
+func TestRestartSafety_aClientStartedBeforeItsNodesSeesThemAsANewDeployment(t *testing.T) {
+	e := newEnv(t, 5)
+	for _, s := range e.nodes {
+		require.NoError(t, s.Kill())
+	}
+	c := e.client() // the default maximum TTL: a minute
+	_, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "no node is up")
+	for _, s := range e.nodes {
+		require.NoError(t, s.Restart())
+	}
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+		return err == nil && l.Unlock(ctxT(t, 10*time.Second)) == nil
+	}, 20*time.Second, 20*time.Millisecond, "nodes that no Client ever used are a new deployment")
+	require.Less(t, time.Since(start), redlock.DefaultMaxTTL/2, "the new nodes were waited out as if they had restarted")
+}
