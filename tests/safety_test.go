@@ -381,7 +381,7 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 	wg.Wait()
 	stopFaults()
 	if sub != nil {
-		require.NoError(t, sub.stop())
+		harnessErr = errors.Join(harnessErr, sub.stop())
 		subWG.Wait()
 	}
 	rep.elapsed = time.Since(start)

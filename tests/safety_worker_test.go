@@ -375,7 +375,10 @@ func startWorkerProcess(t *testing.T, spec workerSpec) *subprocess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestSafety_workerProcess$", "-test.count=1", "-test.timeout=30m")
+	// The worker's own deadline is the spec's duration; the test binary's
+	// timeout must not end it first.
+	timeout := fmt.Sprintf("-test.timeout=%v", spec.Duration+10*time.Minute)
+	cmd := exec.Command(exe, "-test.run=^TestSafety_workerProcess$", "-test.count=1", timeout)
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = workerProcAttr()
