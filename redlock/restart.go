@@ -92,7 +92,7 @@ type restarts struct {
 	// that a deployment that came up after the Client is still seen new.
 	settled atomic.Bool
 	allBusy atomic.Bool
-	longest  atomic.Int64               // the longest TTL used, in ns
+	longest atomic.Int64 // the longest TTL used, in ns
 }
 
 func (c *Client) initRestarts() {
