@@ -159,6 +159,38 @@ func (c *Client) counts(i int) error {
 	return nil
 }
 
+// onNewConnection reports whether node i's pool opened a connection
+// since the node was last checked, on a Client whose checks have had a
+// quorum answer (before that, counts checks every node again), and the
+// pool's connection generation now.
+func (c *Client) onNewConnection(i int) (uint64, bool) {
+	if c.cfg.restartUnsafe || !c.rs.settled.Load() || c.rs.gens[i] == nil {
+		return 0, false
+	}
+	v := c.rs.views[i].Load()
+	gen := c.rs.gens[i].Generation()
+	return gen, v != nil && !v.marking && gen != v.gen
+}
+
+// checkConnection checks node i's connection now, within the node
+// timeout, and returns why the node does not count, or nil when it does:
+// a reply that came on that connection (generation gen) counts too. A
+// check that ran on a later connection says nothing of it.
+func (c *Client) checkConnection(i int, gen uint64) error {
+	f, err := c.checkNode(context.Background(), i, "")
+	if err != nil {
+		return c.unchecked(i)
+	}
+	if c.adopt(i, f, false) {
+		c.mark(i, f.runID)
+	}
+	c.notify.poke()
+	if f.gen != gen {
+		return errUnchecked
+	}
+	return c.counts(i)
+}
+
 // countsNow reports whether node i counts toward a quorum now.
 func (c *Client) countsNow(i int) bool { return c.counts(i) == nil }
 

@@ -77,10 +77,29 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	}
 	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.op.gate {
+		if gen, ok := r.c.onNewConnection(nc.i); ok {
+			// The reply came on a connection not checked yet: check it
+			// now, and count the reply once the check has (restart.go).
+			go func() {
+				status, err := NodeOK, r.c.checkConnection(nc.i, gen)
+				if err != nil {
+					status = NodeFailed
+				}
+				nc.file(reply, status, err)
+			}()
+			return
+		}
 		if e := r.c.counts(nc.i); e != nil {
 			status, err = NodeFailed, e
 		}
 	}
+	nc.file(reply, status, err)
+}
+
+// file hands node i's outcome to the round and, with the last one, marks
+// the round settled.
+func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
+	r := nc.r
 	o := outcome{i: nc.i, status: status, err: err}
 	if r.op.keep {
 		o.reply = reply

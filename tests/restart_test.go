@@ -198,3 +198,26 @@ func TestRestartSafety_aClientStartedBeforeItsNodesSeesThemAsANewDeployment(t *t
 	}, 20*time.Second, 20*time.Millisecond, "nodes that no Client ever used are a new deployment")
 	require.Less(t, time.Since(start), redlock.DefaultMaxTTL/2, "the new nodes were waited out as if they had restarted")
 }
+
+func TestRestartSafety_aReplyOnANewConnectionCountsOnceTheConnectionIsChecked(t *testing.T) {
+	e := newEnv(t, 5)
+	c := e.client()
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL) // every node checked
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	for _, i := range []int{3, 4} {
+		require.NoError(t, e.nodes[i].Kill())
+	}
+	// The three live nodes drop the Client's connections; a PING on each
+	// pool finds its connection broken, so that the next call dials anew
+	// and its reply comes on a connection the Client has not checked.
+	for _, i := range []int{0, 1, 2} {
+		_, err := e.nodes[i].Do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+		require.NoError(t, err)
+		_, err = e.pools[i].Do(ctxT(t, 10*time.Second), "PING")
+		require.Error(t, err, "node %d: the connection was not dropped", i)
+	}
+	l, err = c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
+	require.NoError(t, err, "with two nodes down, the three on new connections must count as soon as they are checked")
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
