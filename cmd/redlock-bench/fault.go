@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/faults"
 )
 
 // Kinds of fault.
@@ -66,7 +68,7 @@ func (c *faultClock) begun(t time.Time) bool {
 // have seen it counts as "before".
 func (f *fault) inject(ctx context.Context, n localNode, clock *faultClock) (injected bool, err error) {
 	wait := f.after - time.Since(clock.start)
-	if !sleep(ctx, wait) {
+	if !faults.Sleep(ctx, wait) {
 		return false, nil
 	}
 	clock.at.Store(int64(time.Since(clock.start)))
@@ -93,21 +95,6 @@ func (f *fault) heal(n localNode, restart bool) error {
 	return nil
 }
 
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // holdTail is the end of a hold that holdFor does not leave to a Go
 // timer, and wakeSlack how early a kernel sleep stops before the end (the
 // kernel wakes a thread up to about 100µs late on a busy machine).
@@ -126,7 +113,7 @@ const (
 // microseconds.
 func holdFor(ctx context.Context, d time.Duration) bool {
 	start := time.Now()
-	if d > holdTail && !sleep(ctx, d-holdTail) {
+	if d > holdTail && !faults.Sleep(ctx, d-holdTail) {
 		return false
 	}
 	if left := d - time.Since(start) - wakeSlack; left > 0 {

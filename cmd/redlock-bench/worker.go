@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/faults"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -158,7 +159,7 @@ func (w *worker) lockRound(ctx context.Context) {
 			return
 		}
 		r.addErr(errKind("acquire", err), err)
-		sleep(ctx, errorPause)
+		faults.Sleep(ctx, errorPause)
 		return
 	}
 	r.acquire.record(took)
@@ -237,7 +238,7 @@ func (w *worker) die(ctx context.Context, l *redlock.Lock, t1 time.Time) {
 	w.rec.died = append(w.rec.died, l.Token())
 	w.rec.rounds++
 	holdFor(ctx, w.hold)
-	sleep(ctx, time.Until(expiry))
+	faults.Sleep(ctx, time.Until(expiry))
 }
 
 // recordTakeover records, for an acquisition at t1 whose key expires at

@@ -296,7 +296,7 @@ func (in *Injector) run(ctx context.Context) {
 		in.mu.Lock()
 		gap := in.cfg.Gap.Draw(in.rng)
 		in.mu.Unlock()
-		if !sleep(ctx, gap) {
+		if !Sleep(ctx, gap) {
 			return
 		}
 		in.mu.Lock()
@@ -362,13 +362,13 @@ func (in *Injector) inject(ctx context.Context, i int, k Kind, hold, lat time.Du
 		if err := s.Kill(); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		Sleep(ctx, hold)
 		return s.Restart()
 	case KillRestartAfterTTL:
 		if err := s.Kill(); err != nil {
 			return err
 		}
-		if !sleep(ctx, max(hold, in.cfg.MaxTTL+in.cfg.MaxTTL/4)) {
+		if !Sleep(ctx, max(hold, in.cfg.MaxTTL+in.cfg.MaxTTL/4)) {
 			// Stopped early: the node has not been down long enough to
 			// come back empty within the model.
 			return s.Restart()
@@ -383,7 +383,7 @@ func (in *Injector) inject(ctx context.Context, i int, k Kind, hold, lat time.Du
 		if err := s.Pause(); err != nil {
 			return err
 		}
-		sleep(ctx, hold)
+		Sleep(ctx, hold)
 		return s.Resume()
 	case ScriptFlush:
 		_, err := s.Do("SCRIPT", "FLUSH")
@@ -412,12 +412,12 @@ func (in *Injector) inject(ctx context.Context, i int, k Kind, hold, lat time.Du
 		f = Fault{Mode: Trickle, Delay: time.Millisecond + lat/100}
 	}
 	p.Set(f)
-	sleep(ctx, hold)
+	Sleep(ctx, hold)
 	p.Heal()
 	if k == Slow || k == Jitter || k == DelayReply {
 		// Chunks already held back still arrive late: the node is slow
 		// until they are through.
-		sleep(ctx, lat)
+		Sleep(ctx, lat)
 	}
 	return nil
 }
@@ -431,7 +431,7 @@ func (in *Injector) restartEmpty(ctx context.Context, i int, s *redistest.Server
 	if in.cfg.OnRestartEmpty != nil {
 		in.cfg.OnRestartEmpty(i)
 	}
-	sleep(ctx, in.cfg.Exclusion)
+	Sleep(ctx, in.cfg.Exclusion)
 	return nil
 }
 
@@ -469,7 +469,7 @@ func (in *Injector) shrink(ctx context.Context, s *redistest.Server, d time.Dura
 			}
 			last[key] = v
 		}
-		if !sleep(ctx, shrinkEvery) {
+		if !Sleep(ctx, shrinkEvery) {
 			return nil
 		}
 	}
@@ -482,8 +482,8 @@ func (in *Injector) logf(format string, args ...any) {
 	}
 }
 
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d or until ctx ends, and reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
