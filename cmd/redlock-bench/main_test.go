@@ -88,9 +88,10 @@ func testConfig(backend, mode string) config {
 		// Some 20ms a takeover when nothing stalls: up to a few dozen in
 		// the run. With a 500ms node timeout, runs this short stalled
 		// more often (the key kept for a waiting Lock call that did not
-		// take it), leaving too few takeovers to check.
+		// take it), leaving too few takeovers to check; beside the other
+		// packages' -race tests, a 600ms run once made a single takeover.
 		cfg.workers, cfg.hold, cfg.ttl = 4, 2*time.Millisecond, 20*time.Millisecond
-		cfg.duration, cfg.nodeTimeout = 600*time.Millisecond, 100*time.Millisecond
+		cfg.duration, cfg.nodeTimeout = 1200*time.Millisecond, 100*time.Millisecond
 	}
 	return cfg
 }
@@ -641,7 +642,7 @@ func TestTakeoverJSON(t *testing.T) {
 	require.EqualValues(t, 4, rep["clients"])
 	require.EqualValues(t, 20000, rep["ttl_us"])
 	require.EqualValues(t, 2000, rep["hold_us"])
-	require.EqualValues(t, 600000, rep["duration_us"])
+	require.EqualValues(t, 1200000, rep["duration_us"])
 	runs := rep["runs"].([]any)
 	require.Len(t, runs, 1)
 	for _, run := range runs {
