@@ -130,46 +130,52 @@ func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 // the quorum: nil when it does, otherwise why not. It never blocks; a
 // check it finds missing is started in the background.
 func (c *Client) counts(i int) error {
+	_, check, err := c.countReply(i)
+	if check {
+		c.recheck(i)
+		return c.unchecked(i)
+	}
+	return err
+}
+
+// countReply is counts for a reply that can wait: check is set, with the
+// pool's connection generation, when the reply came on a connection not
+// checked yet, on a Client whose checks have had a quorum answer; the
+// reply counts once checkConnection says so. It never blocks.
+func (c *Client) countReply(i int) (gen uint64, check bool, err error) {
 	if c.cfg.restartUnsafe {
-		return nil
+		return 0, false, nil
 	}
 	v := c.rs.views[i].Load()
-	switch {
-	case v == nil, v.marking:
+	if v == nil || v.marking {
 		c.recheck(i)
-		return c.unchecked(i)
-	case c.rs.gens[i] != nil && c.rs.gens[i].Generation() != v.gen:
-		c.recheck(i)
-		return c.unchecked(i)
-	case v.from.IsZero():
-		return nil
+		return 0, false, c.unchecked(i)
+	}
+	if g := c.rs.gens[i]; g != nil {
+		if gen = g.Generation(); gen != v.gen {
+			if c.rs.settled.Load() {
+				return gen, true, nil
+			}
+			c.recheck(i) // every node: the deployment may be new
+			return 0, false, c.unchecked(i)
+		}
+	}
+	if v.from.IsZero() {
+		return 0, false, nil
 	}
 	now := c.cfg.clock.Now()
 	if now.Before(v.from) {
-		return &restartedError{left: v.from.Sub(now), why: v.why}
+		return 0, false, &restartedError{left: v.from.Sub(now), why: v.why}
 	}
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
 	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID}) && c.begin(1) {
 		go func() {
 			defer c.bg.Done()
-			_, _ = c.checkNode(context.Background(), i, v.runID)
+			c.mark(i, v.runID)
 		}()
 	}
-	return nil
-}
-
-// onNewConnection reports whether node i's pool opened a connection
-// since the node was last checked, on a Client whose checks have had a
-// quorum answer (before that, counts checks every node again), and the
-// pool's connection generation now.
-func (c *Client) onNewConnection(i int) (uint64, bool) {
-	if c.cfg.restartUnsafe || !c.rs.settled.Load() || c.rs.gens[i] == nil {
-		return 0, false
-	}
-	v := c.rs.views[i].Load()
-	gen := c.rs.gens[i].Generation()
-	return gen, v != nil && !v.marking && gen != v.gen
+	return 0, false, nil
 }
 
 // checkConnection checks node i's connection now, within the node

@@ -77,7 +77,8 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	}
 	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.op.gate {
-		if gen, ok := r.c.onNewConnection(nc.i); ok {
+		gen, check, e := r.c.countReply(nc.i)
+		if check {
 			// The reply came on a connection not checked yet: check it
 			// now, and count the reply once the check has (restart.go).
 			go func() {
@@ -89,7 +90,7 @@ func (nc *nodeCall) Receive(reply any, err error) {
 			}()
 			return
 		}
-		if e := r.c.counts(nc.i); e != nil {
+		if e != nil {
 			status, err = NodeFailed, e
 		}
 	}
