@@ -87,11 +87,11 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 			}()
 		}
 		for k, i := range owed {
-			settle(i, r.nodes[i].Status == NodeOK || replied(r.nodes[i].Err), first[k])
+			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
 		}
 		for range r.pending {
 			if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
-				settle(o.i, o.status == NodeOK || replied(o.err), nil)
+				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
 		wg.Wait()
@@ -104,7 +104,7 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Duration) {
 	var owed []int
 	for i, n := range r.nodes {
-		if n.Status == NodeFailed && maySent(n.Err) && !replied(n.Err) {
+		if n.Status == NodeFailed && maySent(n.Err) && !answered(n.Err) {
 			owed = append(owed, i)
 		}
 	}
@@ -145,9 +145,9 @@ func (d *debt) start(i int) chan result {
 }
 
 // settle releases node i until the node has answered as the package
-// comment above says; answered tells whether it answered the command the
+// comment above says; acqAnswered tells whether it answered the command the
 // release undoes. first, when not nil, carries the first attempt's result.
-func (d *debt) settle(i int, answered bool, first chan result) {
+func (d *debt) settle(i int, acqAnswered bool, first chan result) {
 	clk := d.c.cfg.clock
 	pause, answers := owedPauseMin, 0
 	for {
@@ -157,7 +157,7 @@ func (d *debt) settle(i int, answered bool, first chan result) {
 		res := <-first
 		first = nil
 		if res.err == nil || replied(res.err) {
-			if n, ok := res.reply.(int64); answered || res.err != nil || !ok || n == 1 {
+			if n, ok := res.reply.(int64); acqAnswered || res.err != nil || !ok || n == 1 {
 				return // given up, or not ours: nothing can land after this
 			}
 			if answers++; answers >= 2 {
@@ -202,13 +202,15 @@ func maySent(err error) bool {
 	return !errors.As(err, &ne) || ne.Op != "dial"
 }
 
-// replied reports whether err is the node's own error reply, or a reply
-// restart safety did not count: the node read the command and answered
-// it.
+// answered reports whether a node whose command failed with err read the
+// command and answered it: an error reply, or a reply restart safety did
+// not count.
+func answered(err error) bool {
+	return replied(err) || errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
+}
+
+// replied reports whether err is the node's own error reply.
 func replied(err error) bool {
-	if errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked) {
-		return true
-	}
 	var ne *pool.NodeError
 	if errors.As(err, &ne) {
 		return ne.Replied()

@@ -407,7 +407,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 // error reply.
 func answeredWithError(qe *QuorumError) bool {
 	for _, n := range qe.Nodes {
-		if n.Status == NodeFailed && replied(n.Err) && !errors.Is(n.Err, ErrNodeRestarted) && !errors.Is(n.Err, errUnchecked) {
+		if n.Status == NodeFailed && replied(n.Err) {
 			return true
 		}
 	}
