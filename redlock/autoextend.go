@@ -11,7 +11,7 @@ import (
 // the lock ends. It is started at acquisition by WithAutoExtend (and by
 // Do), runs in one goroutine counted in the Client's background work, and
 // returns when the lock's context ends (Unlock, loss, expiry), when the
-// Client is closed, or when a limit (WithMaxExtensions, WithMaxHold) says
+// Client is closed, or when WithMaxHold says
 // there is to be no further extension. Unlock waits for it to return.
 //
 // The rule for failures:
@@ -33,7 +33,6 @@ import (
 // never later than the validity end.
 type extender struct {
 	interval time.Duration
-	max      int           // WithMaxExtensions; 0: no limit
 	done     chan struct{} // closed when the goroutine has returned
 }
 
@@ -44,7 +43,7 @@ func (l *Lock) startExtender(cfg lockConfig) {
 	if !l.c.begin(1) {
 		return
 	}
-	e := &extender{interval: cfg.extendInterval(l.ttl), max: cfg.maxExtensions, done: make(chan struct{})}
+	e := &extender{interval: cfg.extendInterval(l.ttl), done: make(chan struct{})}
 	l.ext = e
 	go e.run(l, ctx)
 }
@@ -55,7 +54,7 @@ func (e *extender) run(l *Lock, ctx context.Context) {
 	defer close(e.done)
 	t := c.cfg.clock.NewTimer(e.untilNext(l))
 	defer t.Stop()
-	for n := 0; e.max == 0 || n < e.max; n++ {
+	for {
 		select {
 		case <-t.C():
 		case <-ctx.Done():

@@ -196,24 +196,6 @@ func TestLock_autoExtend_givesUpAtTheValidityEndWithErrExpired(t *testing.T) {
 	require.Empty(t, attempts)
 }
 
-func TestLock_autoExtend_stopsAfterMaxExtensions(t *testing.T) {
-	c, _, clk, attempts := newExtendingClient(t)
-	l, err := c.TryLock(context.Background(), "k", ttl, WithAutoExtend(extInterval), WithMaxExtensions(2))
-	require.NoError(t, err)
-	ctx := l.Context()
-	for range 2 {
-		require.True(t, armed(t, clk, nil))
-		clk.Advance(extInterval)
-		require.NoError(t, attempt(t, attempts))
-	}
-	stopped(t, l)
-	dl, _ := ctx.Deadline()
-	require.Equal(t, epoch.Add(2*extInterval+ttl-wantDrift), dl)
-	clk.Set(dl)
-	require.ErrorIs(t, ended(t, ctx), ErrExpired)
-	require.Empty(t, attempts)
-}
-
 func TestLock_autoExtend_neverExtendsPastMaxHold(t *testing.T) {
 	c, _, clk, attempts := newExtendingClient(t)
 	l, err := c.TryLock(context.Background(), "k", ttl, WithAutoExtend(extInterval), WithMaxHold(12*time.Second))
@@ -332,7 +314,6 @@ func TestLockOptions_rejectCriticalSectionSettingsThatCannotWork(t *testing.T) {
 		{[]LockOption{WithAutoExtend(-time.Second)}, "auto-extend interval -1s must not be negative"},
 		{[]LockOption{WithAutoExtend(5 * time.Second), WithSafetyMargin(5 * time.Second)}, "auto-extend interval 5s plus safety margin 5s is not below the ttl 10s"},
 		{[]LockOption{WithMaxHold(-time.Second)}, "maximum hold -1s must not be negative"},
-		{[]LockOption{WithMaxExtensions(-1)}, "maximum extensions -1 must not be negative"},
 	} {
 		_, err := c.TryLock(context.Background(), "k", ttl, tc.opts...)
 		require.ErrorContains(t, err, tc.want)

@@ -65,12 +65,12 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		seen[p.Addr()] = i
 	}
 	cfg := clientConfig{
-		driftFactor: DefaultDriftFactor,
-		nodeTimeout: DefaultNodeTimeout,
-		retry:       DefaultRetry,
+		driftFactor: defaultDriftFactor,
+		nodeTimeout: defaultNodeTimeout,
+		retry:       backoff{min: defaultRetryMin, max: defaultRetryMax},
 		clock:       clock.Real(),
 		window:      windowAuto,
-		maxTTL:      DefaultMaxTTL,
+		maxTTL:      defaultMaxTTL,
 	}
 	for _, o := range opts {
 		o.applyClient(&cfg)
@@ -100,13 +100,10 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// Quorum returns how many nodes must agree: len(pools)/2+1.
-func (c *Client) Quorum() int { return c.quorum }
-
 // Close stops the Client: it waits for the commands still running in the
 // background (replies that came after a round was decided, releases of
 // failed acquisitions, automatic extensions) and makes later
-// calls fail with ErrClosed. Locks still held are not released; they
+// calls fail with pool.ErrClosed. Locks still held are not released; they
 // expire with their TTL. Automatic extension stops, so their contexts end
 // with ErrExpired when their validity runs out. Close does not close the
 // pools. The wait is bounded by the node timeout on plain pools, and by
@@ -185,10 +182,8 @@ func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (l
 	if cfg.minValidity >= ttl {
 		return cfg, fmt.Errorf("redlock: minimum validity %v is not below the ttl %v", cfg.minValidity, ttl)
 	}
-	if cfg.retrySet {
-		if err := validateRetry(cfg.retry); err != nil {
-			return cfg, err
-		}
+	if err := cfg.retry.validate(); err != nil {
+		return cfg, err
 	}
 	if err := cfg.validateSection(ttl, c.drift(ttl)); err != nil {
 		return cfg, err
@@ -218,7 +213,7 @@ func newToken() (string, error) {
 // the key was held by another owner or the node failed. A ctx that ends
 // first adds ctx.Err() to the chain. Invalid arguments (empty key, ttl not
 // above the drift allowance) return an error before any node is asked;
-// after Close it returns ErrClosed.
+// after Close it returns pool.ErrClosed.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -387,7 +382,7 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 	if !r.ok {
 		validity = 0
 	}
-	e := c.quorumError("acquire", key, r, ErrNotAcquired, validity)
+	e := c.quorumError(opAcquire, key, r, ErrNotAcquired, validity)
 	c.readRefusals(e, r)
 	return e
 }

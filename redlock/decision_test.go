@@ -34,7 +34,7 @@ func TestTryLock_repliesThatArrivedBeforeTheTimerWasReadCount(t *testing.T) {
 		for i := range pools {
 			pools[i] = syncStarter{newFakeNode(fmt.Sprintf("node%d:6379", i+1))}
 		}
-		c, err := New(pools, WithClock(lateReader{clock.Real()}), WithRestartSafety(false))
+		c, err := New(pools, WithClock(lateReader{clock.Real()}), WithRestartSafety(0))
 		require.NoError(t, err)
 		l, err := c.TryLock(context.Background(), fmt.Sprintf("k%d", attempt), ttl)
 		require.NoError(t, err, "attempt %d: five OK replies were in when the timer was read", attempt)
@@ -101,7 +101,7 @@ func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 
 func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
 	asked := make(signalRetry, 1) // 100ms between rounds
-	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
 	nodes[2].mu.Lock()
 	nodes[2].fail = redis.Error("READONLY You can't write against a read only replica.")
 	nodes[2].mu.Unlock()

@@ -15,12 +15,12 @@ import (
 // too (the cause is then ctx's), and the lock is released when fn returns.
 //
 // When the lock ends before fn returns (lost, not extended in time, or a
-// limit set with WithMaxHold or WithMaxExtensions reached), fn's context is
+// limit set with WithMaxHold reached), fn's context is
 // cancelled at once, and Do returns fn's error joined with the cause
 // (ErrLockLost or ErrExpired; errors.Is matches both). fn must watch its
 // context: Do cannot stop a function that ignores it. Such a function that
 // never returns keeps the lock for as long as extensions succeed, which is
-// what WithMaxHold and WithMaxExtensions bound: past them the lock is no
+// what WithMaxHold bounds: past it the lock is no
 // longer extended and runs out.
 //
 // When fn returned while the lock was held and Unlock then fails (it found

@@ -30,9 +30,8 @@
 // the key's TTL). While it waits it is queued on the nodes, and a release
 // keeps the key for the longest waiter for a short window
 // (WithHandoffWindow), so waiters are served in the order they came and
-// the releasing worker cannot take the lock straight back. The retry
-// strategy (DefaultRetry: a random, growing delay from 5-10ms up to
-// 125-250ms) paces the rounds only when the nodes cannot tell how long to
+// the releasing worker cannot take the lock straight back. A back-off
+// (WithRetry: a random, growing delay from 5-10ms up to 125-250ms) paces the rounds only when the nodes cannot tell how long to
 // wait. Each round has its own token. See docs/waiting.md.
 //
 // # Extend and Unlock
@@ -70,7 +69,7 @@
 // One that fails for other reasons (nodes down or slow) is retried after a
 // short random delay; when extensions have failed for a whole node
 // timeout, the lock ends with ErrLockLost, and never later than the
-// validity end. WithMaxHold and WithMaxExtensions bound how long a
+// validity end. WithMaxHold bounds how long a
 // function that never returns can keep a lock. The extender is one
 // goroutine per lock; it stops on Unlock, loss, expiry, a limit, or Close.
 //
@@ -102,7 +101,7 @@
 // and a marker key (MarkerKey) that holds the run id of the process
 // Clients last counted. A node without the marker, or with another
 // process's, is not counted toward an acquisition until it has been up for
-// the maximum TTL (WithMaxTTL, default 1m), so every lock it may have
+// the maximum TTL (WithRestartSafety, default 1m), so every lock it may have
 // forgotten has run out; its error matches ErrNodeRestarted. A new
 // deployment (a quorum answers and no node has a marker) is counted at
 // once. WithDurableNodes counts a node that kept its data at once, and

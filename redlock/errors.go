@@ -26,8 +26,6 @@ var (
 	// validity ran out (less the safety margin) or the WithMaxHold limit
 	// was reached, without the lock having been extended in time.
 	ErrExpired = errors.New("redlock: lock expired")
-	// ErrClosed is returned by calls on a closed Client.
-	ErrClosed = errors.New("redlock: client closed")
 	// ErrNotAnnounced matches an Unlock that released the lock on a quorum
 	// but could not announce it on some nodes (the user lacks the PUBLISH
 	// permission): the lock is released, and waiting Lock calls wake only
@@ -83,7 +81,7 @@ type NodeResult struct {
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
 // context.DeadlineExceeded) speaks only of the caller's context.
 type QuorumError struct {
-	Op       string        // "acquire", "extend", "unlock", or "fence" (WithFencing's write-back)
+	Op       Op            // the round: "acquire", "extend", "unlock", or "fence"
 	Key      string        // the lock key
 	Quorum   int           // nodes needed
 	Nodes    []NodeResult  // every node, in the order the Client was given them
@@ -113,11 +111,23 @@ func (e *QuorumError) Count(s NodeStatus) int {
 	return n
 }
 
+// Op names the kind of round a QuorumError comes from: "acquire",
+// "extend", "unlock", or "fence" (WithFencing's write-back of the fence).
+type Op string
+
+// The rounds a QuorumError can come from.
+const (
+	opAcquire Op = "acquire"
+	opExtend  Op = "extend"
+	opUnlock  Op = "unlock"
+	opFence   Op = "fence"
+)
+
 // Busy reports whether the lock is held by another owner on enough nodes
 // that no quorum was possible: the lock is taken, as opposed to the nodes
 // being unreachable.
 func (e *QuorumError) Busy() bool {
-	return e.Op == "acquire" && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
+	return e.Op == opAcquire && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
 }
 
 // Error lists the outcome on every node. It never contains the token.
@@ -144,7 +154,7 @@ func (e *QuorumError) Error() string {
 }
 
 // doneByOp says what a node that answered NodeOK did, by round.
-var doneByOp = map[string]string{"acquire": "acquired", "extend": "extended", "unlock": "released", "fence": "stored the fence"}
+var doneByOp = map[Op]string{opAcquire: "acquired", opExtend: "extended", opUnlock: "released", opFence: "stored the fence"}
 
 func (e *QuorumError) describe(r NodeResult) string {
 	switch r.Status {
@@ -155,7 +165,7 @@ func (e *QuorumError) describe(r NodeResult) string {
 		return doneByOp[e.Op]
 	case NodeRefused:
 		switch {
-		case e.Op != "acquire":
+		case e.Op != opAcquire:
 			return "not held by us"
 		case r.Reserved:
 			return fmt.Sprintf("kept for a waiting Lock (%v left)", r.TTL)

@@ -217,7 +217,7 @@ func newFakeClient(t *testing.T, n int, opts ...Option) (*Client, []*fakeNode, *
 	}
 	// Restart safety is off unless a test turns it on: its check would
 	// wait at the gates of held nodes.
-	opts = append([]Option{WithClock(clk), WithNodeTimeout(time.Minute), WithRestartSafety(false)}, opts...)
+	opts = append([]Option{WithClock(clk), WithNodeTimeout(time.Minute), WithRestartSafety(0)}, opts...)
 	c, err := New(pools, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,7 +15,7 @@ import (
 // random value the first fenced acquisition on the node creates (SET NX,
 // no TTL). A node that lost its data comes back without it, so a new value
 // tells the Client that the node's fence counters are gone; see
-// WithNodeReset and docs/fencing.md.
+// WithLogger and docs/fencing.md.
 const EpochKey = "redlock:epoch"
 
 // FenceKey returns the key of the fence counter of lock key on every node:
@@ -45,28 +46,11 @@ func WithFencing() LockOption {
 	return lockOption(func(c *lockConfig) { c.fencing = true })
 }
 
-// WithNodeReset sets a function the Client calls (from the acquiring
-// goroutine) when a fenced acquisition finds that a node's epoch
-// (EpochKey) changed since this Client last saw it: the node lost its
-// data, fence counters included. Fences stay monotonic only while fewer
-// nodes than that have lost the last counter; see docs/fencing.md.
-func WithNodeReset(f func(addr string)) Option {
-	return clientOption(func(c *clientConfig) { c.onNodeReset = f })
-}
-
 // Fence returns the lock's fencing token: 0 unless it was acquired with
 // WithFencing (a restored lock has none). Extend keeps it. Pass it with
 // every write to the resource the lock protects, and have the resource
 // refuse a write whose fence is lower than the highest it has accepted.
 func (l *Lock) Fence() uint64 { return l.fence }
-
-// NodeResets returns how many times fenced acquisitions found a node whose
-// epoch had changed (the node lost its data) since New.
-func (c *Client) NodeResets() uint64 {
-	c.epochMu.Lock()
-	defer c.epochMu.Unlock()
-	return c.resets
-}
 
 // fenceReply is what a node that granted a fenced acquisition returned:
 // its fence counter for the key and its epoch.
@@ -127,20 +111,24 @@ func (c *Client) seeEpoch(i int, epoch string) {
 	c.epochs[i] = epoch
 	c.epochMu.Unlock()
 	if old != "" && old != epoch {
-		c.nodeReset(i)
+		c.nodeReset(i, errEpochChanged)
 	}
 }
 
 // nodeReset counts that node i lost its data (its fence counters among
-// them), and tells WithNodeReset's function.
-func (c *Client) nodeReset(i int) {
+// them), and logs why (WithLogger).
+func (c *Client) nodeReset(i int, why error) {
 	c.epochMu.Lock()
 	c.resets++
 	c.epochMu.Unlock()
-	if c.cfg.onNodeReset != nil {
-		c.cfg.onNodeReset(c.pools[i].Addr())
-	}
+	c.warnNode(c.pools[i].Addr(), "node lost its data", why)
 }
+
+// Why nodeReset is called: the signs of a node that lost its data.
+var (
+	errEpochChanged = errors.New("its fence epoch changed: fences stay monotonic only while fewer than a quorum of nodes lose their last counter (docs/fencing.md)")
+	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/safety.md)")
+)
 
 // fenceRounds bounds the write-back rounds of one fenced acquisition: a
 // node refuses a fence that is not above its counter, and the next round
@@ -167,7 +155,7 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round, un
 			return fence, nil
 		}
 		if err == nil {
-			err = c.quorumError("fence", key, w, ErrNotAcquired, 0)
+			err = c.quorumError(opFence, key, w, ErrNotAcquired, 0)
 			top, refused := refusedCounter(w)
 			if refused && n < fenceRounds && until.Sub(c.cfg.clock.Now()) > minValidity {
 				fence = top + 1 // a refusing counter is the fence or more
@@ -229,5 +217,5 @@ func refusedCounter(w *round) (top uint64, refused bool) {
 type fenceState struct {
 	epochMu sync.Mutex
 	epochs  []string // per node, the last epoch seen; "" before any
-	resets  uint64
+	resets  uint64   // epoch changes seen (nodeReset)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,7 +120,7 @@ func TestFence_writeBackRefusedEveryRoundFailsAndReleases(t *testing.T) {
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
 	qe := quorumError(t, err)
-	require.Equal(t, "fence", qe.Op)
+	require.Equal(t, opFence, qe.Op)
 	require.GreaterOrEqual(t, qe.Count(NodeRefused), 3, "a quorum is out of reach")
 	requireFree(t, c, nodes, "k")
 	require.Eventually(t, func() bool {
@@ -139,7 +141,7 @@ func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
 	qe := quorumError(t, err)
-	require.Equal(t, "fence", qe.Op)
+	require.Equal(t, opFence, qe.Op)
 	require.Equal(t, 3, qe.Count(NodeFailed), "the nodes that could not store the fence")
 	requireFree(t, c, nodes, "k")
 }
@@ -227,13 +229,13 @@ func TestFence_extendKeepsTheFence(t *testing.T) {
 }
 
 func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
-	var mu sync.Mutex
-	var reset []string
-	c, nodes, _ := newFakeClient(t, 5, WithNodeReset(func(addr string) {
-		mu.Lock()
-		defer mu.Unlock()
-		reset = append(reset, addr)
-	}))
+	var log syncBuffer
+	c, nodes, _ := newFakeClient(t, 5, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	resets := func() uint64 {
+		c.epochMu.Lock()
+		defer c.epochMu.Unlock()
+		return c.resets
+	}
 	ctx := context.Background()
 	var last uint64
 	acquire := func() {
@@ -254,19 +256,21 @@ func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
 		acquire()
 	}
 	require.True(t, seen())
-	require.Zero(t, c.NodeResets())
+	require.Zero(t, resets())
 
 	// Node 2 restarts empty: its epoch and counters are gone.
 	nodes[1].mu.Lock()
 	nodes[1].data = map[string]string{}
 	nodes[1].mu.Unlock()
-	for i := 0; i < 1000 && c.NodeResets() == 0; i++ {
+	for i := 0; i < 1000 && resets() == 0; i++ {
 		acquire()
 	}
-	require.Equal(t, uint64(1), c.NodeResets())
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{nodes[1].addr}, reset)
+	require.Equal(t, uint64(1), resets())
+	out := log.String()
+	require.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+	require.Contains(t, out, "node lost its data")
+	require.Contains(t, out, "its fence epoch changed")
+	require.Contains(t, out, "node="+nodes[1].addr)
 }
 
 // waitHeldNone waits until no node holds key.

@@ -82,7 +82,7 @@ func (l *Lock) Validity() time.Duration {
 // Until moves. With fewer than a quorum still holding the token it returns
 // a *QuorumError matching ErrLockLost (nodes that did not answer count as
 // not holding it). After Unlock it returns ErrReleased; on a closed Client,
-// ErrClosed; for a bad ttl, an error naming it.
+// pool.ErrClosed; for a bad ttl, an error naming it.
 //
 // A successful Extend moves the deadline of the lock's context; one that
 // finds the key no longer ours on more than N-quorum nodes ends it with
@@ -133,7 +133,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// their data: then the lock is gone from them.
 		l.c.restartedSince(ctx, r)
 	}
-	e := l.c.quorumError("extend", l.key, r, ErrLockLost, 0)
+	e := l.c.quorumError(opExtend, l.key, r, ErrLockLost, 0)
 	if r.ok {
 		e.Validity = until.Sub(now)
 	}
@@ -155,7 +155,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // *QuorumError matching ErrLockLost: the lock had expired or been lost
 // before Unlock, or the nodes did not answer. A ctx that ends first (or
 // has already ended) adds ctx.Err(); the release is still sent to every
-// node, bounded by the node timeout. On a closed Client it returns ErrClosed.
+// node, bounded by the node timeout. On a closed Client it returns pool.ErrClosed.
 //
 // Unlock first ends the lock's context with ErrReleased and waits for
 // automatic extension, if any, to stop.
@@ -190,12 +190,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if r.ok {
 		for _, n := range r.nodes {
 			if n.Status == NodeOK && n.Err != nil {
-				return l.c.quorumError("unlock", l.key, r, ErrNotAnnounced, 0)
+				return l.c.quorumError(opUnlock, l.key, r, ErrNotAnnounced, 0)
 			}
 		}
 		return nil
 	}
-	return l.c.quorumError("unlock", l.key, r, ErrLockLost, 0)
+	return l.c.quorumError(opUnlock, l.key, r, ErrLockLost, 0)
 }
 
 func (l *Lock) check(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,4 +24,23 @@ func TestWithLogger_warnsOncePerNodeAndCause(t *testing.T) {
 	require.Equal(t, 3, strings.Count(out, "level=WARN"), out)
 	require.Equal(t, 2, strings.Count(out, "node=node1:6379"), out)
 	require.Contains(t, out, "ZADD")
+}
+
+// syncBuffer is a bytes.Buffer that background loggers may write to while
+// a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

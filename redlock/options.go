@@ -11,14 +11,14 @@ import (
 
 // Defaults for New.
 const (
-	// DefaultDriftFactor is the share of the TTL set aside for clock-rate
+	// defaultDriftFactor is the share of the TTL set aside for clock-rate
 	// differences between the nodes and the client (1%). Another 2ms is
 	// always set aside for Redis's expiry granularity.
-	DefaultDriftFactor = 0.01
-	// DefaultNodeTimeout bounds each node's part in a round. It is small
+	defaultDriftFactor = 0.01
+	// defaultNodeTimeout bounds each node's part in a round. It is small
 	// next to a lock's TTL, so that an unreachable node costs little of the
 	// validity, and large next to a round trip on a local network.
-	DefaultNodeTimeout = 50 * time.Millisecond
+	defaultNodeTimeout = 50 * time.Millisecond
 )
 
 // driftFloor is the fixed part of the drift allowance: Redis expires keys
@@ -28,17 +28,15 @@ const driftFloor = 2 * time.Millisecond
 type clientConfig struct {
 	driftFactor float64
 	nodeTimeout time.Duration
-	retry       RetryStrategy
+	retry       pacer
 	clock       clock.Clock
-	onNodeReset func(addr string) // WithNodeReset
-	window      time.Duration     // WithHandoffWindow; windowAuto: see New
+	window      time.Duration // WithHandoffWindow; windowAuto: see New
 
 	logger *slog.Logger // WithLogger; nil: silent
 
 	// Restart safety (restart.go).
-	maxTTL        time.Duration // WithMaxTTL
-	restartUnsafe bool          // WithRestartSafety(false)
-	durable       bool          // WithDurableNodes
+	maxTTL  time.Duration // WithRestartSafety; 0: restart safety is off
+	durable bool          // WithDurableNodes
 }
 
 // windowAuto marks the hand-off window as not set: New makes it the node
@@ -60,10 +58,10 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("redlock: hand-off window %v must not be negative", c.window)
 	case c.window > 0 && c.window < time.Millisecond:
 		return fmt.Errorf("redlock: hand-off window %v is under the 1ms Redis resolution", c.window)
-	case c.maxTTL <= 0:
-		return fmt.Errorf("redlock: maximum ttl %v must be positive", c.maxTTL)
+	case c.maxTTL < 0:
+		return fmt.Errorf("redlock: restart safety's maximum ttl %v must not be negative", c.maxTTL)
 	}
-	return validateRetry(c.retry)
+	return c.retry.validate()
 }
 
 // Option configures a Client.
@@ -81,15 +79,15 @@ type lockOption func(*lockConfig)
 func (f lockOption) applyLock(c *lockConfig) { f(c) }
 
 // WithDriftFactor sets the share of the TTL set aside for clock drift. The
-// validity of a lock is ttl - elapsed - (ttl*factor + 2ms). Default
-// DefaultDriftFactor (0.01); New rejects values outside [0, 0.5).
+// validity of a lock is ttl - elapsed - (ttl*factor + 2ms). Default 0.01;
+// New rejects values outside [0, 0.5). See docs/algorithm.md.
 func WithDriftFactor(f float64) Option {
 	return clientOption(func(c *clientConfig) { c.driftFactor = f })
 }
 
 // WithNodeTimeout bounds each node's part in a round: a node that has not
-// replied by then counts as failed. Default DefaultNodeTimeout (50ms); it
-// must be positive.
+// replied by then counts as failed. Default 50ms: small next to a lock's
+// TTL, large next to a round trip on a local network. It must be positive.
 func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.nodeTimeout = d })
 }
@@ -124,28 +122,15 @@ func WithClock(c clock.Clock) Option {
 	return clientOption(func(cfg *clientConfig) { cfg.clock = c })
 }
 
-// WithRetry sets how long Lock waits between rounds. Given to New it is the
-// Client's default; given to Lock it applies to that call. Default
-// DefaultRetry.
-func WithRetry(s RetryStrategy) RetryOption { return RetryOption{s} }
-
-// RetryOption is both an Option and a LockOption; see WithRetry.
-type RetryOption struct{ s RetryStrategy }
-
-func (o RetryOption) applyClient(c *clientConfig) { c.retry = o.s }
-func (o RetryOption) applyLock(c *lockConfig)     { c.retry, c.retrySet = o.s, true }
-
 type lockConfig struct {
 	minValidity time.Duration
-	retry       RetryStrategy
-	retrySet    bool
+	retry       pacer
 
 	// Critical sections (context.go, autoextend.go, do.go).
-	margin        time.Duration // WithSafetyMargin
-	autoExtend    bool          // WithAutoExtend, or Do
-	interval      time.Duration // WithAutoExtend; 0: ttl/3
-	maxHold       time.Duration // WithMaxHold; 0: no limit
-	maxExtensions int           // WithMaxExtensions; 0: no limit
+	margin     time.Duration // WithSafetyMargin
+	autoExtend bool          // WithAutoExtend, or Do
+	interval   time.Duration // WithAutoExtend; 0: ttl/3
+	maxHold    time.Duration // WithMaxHold; 0: no limit
 
 	fencing bool // WithFencing (fence.go)
 }
@@ -171,7 +156,7 @@ func WithSafetyMargin(d time.Duration) LockOption {
 // (Lock.Context) ends with ErrLockLost as soon as an extension proves the
 // loss, or when extensions have failed to reach a quorum for one node
 // timeout. A lock with automatic extension is held until one of those
-// happens or a limit is reached (WithMaxHold, WithMaxExtensions): always
+// happens or WithMaxHold ends it: always
 // Unlock it. Do extends always; given to Do, this option sets the
 // interval. The interval plus the safety margin must be below the ttl less
 // the drift allowance, or the lock would end before its first extension.
@@ -185,13 +170,6 @@ func WithAutoExtend(interval time.Duration) LockOption {
 // ErrExpired then at the latest. Default 0: no limit.
 func WithMaxHold(d time.Duration) LockOption {
 	return lockOption(func(c *lockConfig) { c.maxHold = d })
-}
-
-// WithMaxExtensions caps the number of automatic extensions; after the
-// last one the lock runs out and its context ends with ErrExpired.
-// Default 0: no limit.
-func WithMaxExtensions(n int) LockOption {
-	return lockOption(func(c *lockConfig) { c.maxExtensions = n })
 }
 
 // extendInterval is the automatic extension interval for ttl.
@@ -214,8 +192,6 @@ func (c *lockConfig) validateSection(ttl, drift time.Duration) error {
 		return fmt.Errorf("redlock: auto-extend interval %v must not be negative", c.interval)
 	case c.maxHold < 0:
 		return fmt.Errorf("redlock: maximum hold %v must not be negative", c.maxHold)
-	case c.maxExtensions < 0:
-		return fmt.Errorf("redlock: maximum extensions %d must not be negative", c.maxExtensions)
 	case c.autoExtend && c.extendInterval(ttl)+c.margin >= validity:
 		return fmt.Errorf("redlock: auto-extend interval %v plus safety margin %v is not below the ttl %v less the drift allowance %v: the lock would end before its first extension",
 			c.extendInterval(ttl), c.margin, ttl, drift)

@@ -11,9 +11,9 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// DefaultMaxTTL is the longest lock TTL that restart safety assumes any
-// client of the nodes uses, unless WithMaxTTL says otherwise.
-const DefaultMaxTTL = time.Minute
+// defaultMaxTTL is the longest lock TTL that restart safety assumes any
+// client of the nodes uses, unless WithRestartSafety says otherwise.
+const defaultMaxTTL = time.Minute
 
 // MarkerKey is the key, on every node, that restart safety keeps the
 // node's run id in (docs/safety.md). It has no TTL.
@@ -22,24 +22,18 @@ const MarkerKey = "redlock:node"
 // ErrNodeRestarted is in the chain of a node's error in a QuorumError
 // when restart safety did not count the node: it came back without its
 // data (or from an old snapshot) less than the maximum TTL ago, so it
-// may have forgotten a lock that is still held. See WithMaxTTL.
+// may have forgotten a lock that is still held. See WithRestartSafety.
 var ErrNodeRestarted = errors.New("redlock: node restarted without its data")
 
-// WithMaxTTL sets the longest TTL that any client of these nodes gives a
-// lock. A node that comes back without its data is not counted toward any
-// quorum until that long after it restarted, so that every lock it forgot
-// has run out on it first (docs/safety.md). A TTL above d used by this
-// Client raises its own wait to that TTL. Default DefaultMaxTTL (1m); it
-// must be positive. Give every client of a deployment the same value.
-func WithMaxTTL(d time.Duration) Option {
-	return clientOption(func(c *clientConfig) { c.maxTTL = d })
-}
-
-// WithRestartSafety turns restart safety on (the default) or off. Off, a
-// node that restarted empty counts toward a quorum at once, and a second
-// owner can take a lock that the node forgot (docs/safety.md).
-func WithRestartSafety(on bool) Option {
-	return clientOption(func(c *clientConfig) { c.restartUnsafe = !on })
+// WithRestartSafety sets maxTTL, the longest TTL any client of these nodes
+// gives a lock: a node that comes back without its data is not counted
+// toward a quorum until maxTTL after it restarted, so that every lock it
+// forgot has run out first. A longer TTL used by this Client raises its own
+// wait to that TTL. Default 1m; give every client of a deployment the same
+// value. 0 turns restart safety off: a restarted node counts at once, and a
+// second owner can take a lock it forgot. See docs/safety.md.
+func WithRestartSafety(maxTTL time.Duration) Option {
+	return clientOption(func(c *clientConfig) { c.maxTTL = maxTTL })
 }
 
 // WithDurableNodes declares that every node persists each write before it
@@ -105,7 +99,7 @@ func (c *Client) initRestarts() {
 	}
 }
 
-// maxTTL is the longest TTL a forgotten lock can have: WithMaxTTL, or a
+// maxTTL is the longest TTL a forgotten lock can have: WithRestartSafety, or a
 // longer TTL this Client used.
 func (c *Client) maxTTL() time.Duration {
 	return max(c.cfg.maxTTL, time.Duration(c.rs.longest.Load()))
@@ -114,7 +108,7 @@ func (c *Client) maxTTL() time.Duration {
 // beforeAcquire readies restart safety for an acquisition with ttl: the
 // nodes are checked before the first one.
 func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
-	if c.cfg.restartUnsafe {
+	if c.cfg.maxTTL == 0 {
 		return
 	}
 	for {
@@ -143,7 +137,7 @@ func (c *Client) counts(i int) error {
 // checked yet, on a Client whose checks have had a quorum answer; the
 // reply counts once checkConnection says so. It never blocks.
 func (c *Client) countReply(i int) (gen uint64, check bool, err error) {
-	if c.cfg.restartUnsafe {
+	if c.cfg.maxTTL == 0 {
 		return 0, false, nil
 	}
 	v := c.rs.views[i].Load()
@@ -230,7 +224,7 @@ type restartedError struct {
 }
 
 func (e *restartedError) Error() string {
-	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithMaxTTL)",
+	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithRestartSafety)",
 		ErrNodeRestarted, e.why, e.left.Round(time.Millisecond))
 }
 
@@ -524,7 +518,7 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	v.marking = mark && fresh
 	c.rs.views[i].Store(v)
 	if restarted {
-		c.nodeReset(i)
+		c.nodeReset(i, errRunIDChanged)
 	}
 	return mark
 }
@@ -534,7 +528,7 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 // another process than the one the Client counted, and did not keep
 // their data, are marked NodeRefused with why. It reports whether any was.
 func (c *Client) restartedSince(ctx context.Context, r *round) bool {
-	if c.cfg.restartUnsafe {
+	if c.cfg.maxTTL == 0 {
 		return false
 	}
 	var mu sync.Mutex

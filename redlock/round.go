@@ -199,7 +199,7 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 		return r, nil
 	}
 	if !c.begin(n) {
-		return nil, ErrClosed
+		return nil, pool.ErrClosed
 	}
 	r.left.Store(int32(n))
 	r.sent = true
@@ -328,7 +328,7 @@ func (r *round) drain() {
 	}
 }
 
-func (c *Client) quorumError(op, key string, r *round, sentinel error, validity time.Duration) *QuorumError {
+func (c *Client) quorumError(op Op, key string, r *round, sentinel error, validity time.Duration) *QuorumError {
 	return &QuorumError{
 		Op:       op,
 		Key:      key,

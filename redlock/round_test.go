@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -256,14 +255,21 @@ func TestTryLock_doneContextSendsNothing(t *testing.T) {
 // signalRetry waits a fixed delay and tells the test each time Lock asks.
 type signalRetry chan int
 
-func (s signalRetry) NextDelay(failures int) (time.Duration, bool) {
+func (s signalRetry) delay(failures int) time.Duration {
 	s <- failures
-	return 100 * time.Millisecond, true
+	return 100 * time.Millisecond
+}
+
+func (s signalRetry) validate() error { return nil }
+
+// withPacer makes a Client pace Lock's rounds by p.
+func withPacer(p pacer) Option {
+	return clientOption(func(c *clientConfig) { c.retry = p })
 }
 
 func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
 	asked := make(signalRetry, 1)
-	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
 	for _, n := range nodes {
 		n.set("k", "foreign")
 	}
@@ -290,7 +296,7 @@ func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
 
 func TestLock_usesANewTokenEachRound(t *testing.T) {
 	asked := make(signalRetry, 1)
-	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
 	for _, n := range nodes {
 		n.set("k", "foreign")
 	}
@@ -357,7 +363,7 @@ func TestUnlock_sendsTheReleaseEvenWithAnEndedContext(t *testing.T) {
 
 func TestLock_contextEndingWhileWaitingMatchesBothErrors(t *testing.T) {
 	asked := make(signalRetry, 1)
-	c, nodes, clk := newFakeClient(t, 5, WithRetry(asked))
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
 	for _, n := range nodes {
 		n.set("k", "foreign")
 	}
@@ -376,17 +382,6 @@ func TestLock_contextEndingWhileWaitingMatchesBothErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.ErrorIs(t, err, context.Canceled)
 	require.True(t, quorumError(t, err).Busy())
-}
-
-func TestLock_givesUpWhenTheStrategySaysSo(t *testing.T) {
-	c, nodes, _ := newFakeClient(t, 5)
-	for _, n := range nodes {
-		n.set("k", "foreign")
-	}
-	_, err := c.Lock(context.Background(), "k", ttl, WithRetry(NoRetry()))
-	require.ErrorIs(t, err, ErrNotAcquired)
-	require.NoError(t, c.Close()) // the round may have been decided before node 0 answered
-	require.Equal(t, 1, nodes[0].count("SET"))
 }
 
 func TestExtend_movesUntilAndNeverRecreatesALostKey(t *testing.T) {
@@ -452,8 +447,8 @@ func TestNew_rejectsBadConfiguration(t *testing.T) {
 		"drift":          {[]poolT{a}, []Option{WithDriftFactor(0.5)}, "drift factor 0.5 out of range"},
 		"negative drift": {[]poolT{a}, []Option{WithDriftFactor(-0.1)}, "drift factor -0.1 out of range"},
 		"node timeout":   {[]poolT{a}, []Option{WithNodeTimeout(0)}, "node timeout 0s must be positive"},
-		"retry nil":      {[]poolT{a}, []Option{WithRetry(nil)}, "retry strategy is nil"},
-		"retry range":    {[]poolT{a}, []Option{WithRetry(ExponentialBackoff{Min: time.Second, Max: time.Millisecond})}, "retry maximum 1ms is below the minimum 1s"},
+		"retry minimum":  {[]poolT{a}, []Option{WithRetry(0, time.Second)}, "retry minimum 0s must be positive"},
+		"retry range":    {[]poolT{a}, []Option{WithRetry(time.Second, time.Millisecond)}, "retry maximum 1ms is below the minimum 1s"},
 		"clock":          {[]poolT{a}, []Option{WithClock(nil)}, "clock is nil"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -478,7 +473,7 @@ func TestTryLock_rejectsBadArguments(t *testing.T) {
 		"ttl under 1ms":    {"k", time.Microsecond, nil, "under the 1ms"},
 		"negative minimum": {"k", ttl, []LockOption{WithMinValidity(-1)}, "minimum validity -1ns must not be negative"},
 		"minimum over ttl": {"k", ttl, []LockOption{WithMinValidity(ttl)}, "minimum validity 10s is not below the ttl 10s"},
-		"retry":            {"k", ttl, []LockOption{WithRetry(ExponentialBackoff{})}, "retry minimum 0s must be positive"},
+		"retry":            {"k", ttl, []LockOption{WithRetry(0, 0)}, "retry minimum 0s must be positive"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.TryLock(context.Background(), tc.key, tc.ttl, tc.opts...)
@@ -499,26 +494,22 @@ func TestClient_closedClientRefusesWork(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	_, err = c.TryLock(context.Background(), "k2", ttl)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, l.Extend(context.Background(), ttl), ErrClosed)
-	require.ErrorIs(t, l.Unlock(context.Background()), ErrClosed)
+	require.ErrorIs(t, err, pool.ErrClosed)
+	require.ErrorIs(t, l.Extend(context.Background(), ttl), pool.ErrClosed)
+	require.ErrorIs(t, l.Unlock(context.Background()), pool.ErrClosed)
 	require.NoError(t, c.Close(), "Close is idempotent")
 }
 
-func TestExponentialBackoff_staysWithinItsRange(t *testing.T) {
-	b := ExponentialBackoff{Min: 10 * time.Millisecond, Max: 250 * time.Millisecond, MaxRetries: 8}
-	for failures := 1; failures <= 8; failures++ {
+func TestBackoff_staysWithinItsRange(t *testing.T) {
+	b := backoff{min: 10 * time.Millisecond, max: 250 * time.Millisecond}
+	for failures := 1; failures <= 12; failures++ {
 		ceiling := min(10*time.Millisecond<<(failures-1), 250*time.Millisecond)
 		for range 50 {
-			d, ok := b.NextDelay(failures)
-			require.True(t, ok)
+			d := b.delay(failures)
 			require.GreaterOrEqual(t, d, ceiling/2)
 			require.LessOrEqual(t, d, ceiling)
 		}
 	}
-	_, ok := b.NextDelay(9)
-	require.False(t, ok)
-	require.True(t, strings.Contains(ExponentialBackoff{Min: 1, Max: 1, MaxRetries: -1}.Validate().Error(), "retry limit -1"))
 }
 
 // syncStarter is a pool.Starter that replies before Start returns, as a

@@ -271,7 +271,7 @@ func (c *Client) handoff(ctx context.Context, key string, ttl time.Duration, cfg
 // key was free, but no caller got a quorum) it waits a random time that
 // grows with each split in a row, from about 1ms to 32ms.
 //
-// The retry strategy (WithRetry; default DefaultRetry) sets the wait when
+// The back-off (WithRetry) sets the wait when
 // the nodes cannot tell how long the key has left (they failed, or did not
 // answer in time) and, as a ceiling, while release announcements are not
 // available (pools that do not implement pool.Subscriber, or while the
@@ -341,10 +341,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !errors.As(err, &qe) || qe.Cause != nil {
 			return nil, err
 		}
-		delay, again := cfg.retry.NextDelay(failures)
-		if !again {
-			return nil, err
-		}
+		delay := cfg.retry.delay(failures)
 		if w, err = c.waiterFor(w, since, cfg); err != nil {
 			return nil, err
 		}
@@ -394,8 +391,8 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		// nodes the release has not reached yet.
 		need := min(c.quorum, max(qe.Count(NodeRefused), 1))
 		if err := c.sleep(ctx, w, wait, need, namedOnly); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil, errors.Join(ErrClosed, qe)
+			if errors.Is(err, pool.ErrClosed) {
+				return nil, errors.Join(pool.ErrClosed, qe)
 			}
 			qe.Cause = err
 			return nil, qe
@@ -418,7 +415,7 @@ func answeredWithError(qe *QuorumError) bool {
 // or until need nodes announced a release that counts for w (with
 // namedOnly, only the former counts), or a grace period after the first
 // such announcement (never past d), or until ctx ends (its error) or the
-// Client closes (ErrClosed).
+// Client closes (pool.ErrClosed).
 func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int, namedOnly bool) error {
 	clk := c.cfg.clock
 	end := clk.Now().Add(d)
@@ -455,7 +452,7 @@ func (c *Client) sleep(ctx context.Context, w *waiter, d time.Duration, need int
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.done:
-			return ErrClosed
+			return pool.ErrClosed
 		}
 	}
 }

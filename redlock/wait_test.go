@@ -302,7 +302,7 @@ func TestWaitToken(t *testing.T) {
 // overtook the round (pools with several connections a node) would let
 // the round queue the caller again.
 func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
-	c, nodes, _ := newFakeClient(t, 5, WithRetry(ExponentialBackoff{Min: time.Hour, Max: time.Hour}))
+	c, nodes, _ := newFakeClient(t, 5, WithRetry(time.Hour, time.Hour))
 	for _, n := range nodes {
 		n.set("k", "someone-else")
 	}

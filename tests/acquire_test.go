@@ -66,7 +66,7 @@ func TestTryLock_acquiresIffThreeOfFiveNodesAreFree(t *testing.T) {
 			require.NotErrorIs(t, err, context.Canceled)
 			require.NotErrorIs(t, err, context.DeadlineExceeded)
 			qe := asQuorumError(t, err)
-			require.Equal(t, "acquire", qe.Op)
+			require.Equal(t, redlock.Op("acquire"), qe.Op)
 			require.Equal(t, key, qe.Key)
 			require.Equal(t, 3, qe.Quorum)
 			require.Nil(t, qe.Cause)
@@ -210,7 +210,7 @@ func TestLock_whoseDeadlinePassesWhileWaitingMatchesNotAcquiredAndDeadlineExceed
 
 	// The retry delay after the first round is far longer than the
 	// deadline: Lock must stop waiting when the deadline passes.
-	slow := redlock.WithRetry(redlock.ExponentialBackoff{Min: 8 * time.Second, Max: 8 * time.Second})
+	slow := redlock.WithRetry(8*time.Second, 8*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -241,7 +241,7 @@ func TestLock_manyGoroutinesOnOneKeyNeverHoldItAtOnce(t *testing.T) {
 	)
 	key := newKey(t)
 	ctx := ctxT(t, budget)
-	retry := redlock.WithRetry(redlock.ExponentialBackoff{Min: 2 * time.Millisecond, Max: 40 * time.Millisecond})
+	retry := redlock.WithRetry(2*time.Millisecond, 40*time.Millisecond)
 
 	var (
 		holder       atomic.Bool

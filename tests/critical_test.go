@@ -201,13 +201,6 @@ func TestDo_holdCapStopsAHungFn(t *testing.T) {
 	hungFnIsStopped(t, ttl, maxHold-200*time.Millisecond, maxHold, redlock.WithMaxHold(maxHold))
 }
 
-func TestDo_extensionCapStopsAHungFn(t *testing.T) {
-	// Two extensions, at ~300ms and ~600ms: the key lives to ~1.6s.
-	const ttl, interval = time.Second, 300 * time.Millisecond
-	hungFnIsStopped(t, ttl, ttl+interval, 2*interval+ttl,
-		redlock.WithAutoExtend(interval), redlock.WithMaxExtensions(2))
-}
-
 func TestLock_autoExtendKeepsALockPastItsTTLAndUnlockEndsItsContextWithErrReleased(t *testing.T) {
 	e := newEnv(t, 5)
 	c := e.client()

@@ -52,7 +52,7 @@ func TestTryLock_withThreeNodesKilledFailsQuicklyNamingTheDeadNodes(t *testing.T
 	// Restart safety off: with three nodes down, the two live nodes of this
 	// new deployment cannot be told from nodes that restarted empty, and it
 	// would name them too.
-	c := e.client(redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithRestartSafety(false))
+	c := e.client(redlock.WithNodeTimeout(500*time.Millisecond), redlock.WithRestartSafety(0))
 	key := newKey(t)
 	killed := []int{0, 2, 4}
 	live := []int{1, 3}
@@ -371,8 +371,8 @@ func TestLock_aLateReleaseFromAFailedRoundKeepsTheQuorumOfTheRoundThatSucceeded(
 	addrs := append(append([]string(nil), e.addrs[:4]...), lost.Addr())
 	const nodeTimeout = time.Second
 	// Restart safety off: its first check would be the call the proxy drops.
-	c := newClient(t, newPools(t, addrs), redlock.WithNodeTimeout(nodeTimeout), redlock.WithRestartSafety(false),
-		redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond}))
+	c := newClient(t, newPools(t, addrs), redlock.WithNodeTimeout(nodeTimeout), redlock.WithRestartSafety(0),
+		redlock.WithRetry(10*time.Millisecond, 40*time.Millisecond))
 	key := newKey(t)
 
 	// Node 3 is down and node 2 held for long; nodes 0 and 1 are held for

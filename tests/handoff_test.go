@@ -156,7 +156,7 @@ func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
 	for i, s := range e.nodes {
 		require.Zero(t, queued(t, s, key), "node %d: the closed Client's waiter is still queued", i)
 	}
-	require.ErrorIs(t, (<-got).err, redlock.ErrClosed)
+	require.ErrorIs(t, (<-got).err, pool.ErrClosed)
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
 }
 

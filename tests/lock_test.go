@@ -79,7 +79,7 @@ func TestExtendAndUnlock_afterTheKeyIsGoneOnAQuorumReportLockLostAndRecreateNoth
 	require.ErrorIs(t, err, redlock.ErrLockLost)
 	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
 	qe := asQuorumError(t, err)
-	require.Equal(t, "extend", qe.Op)
+	require.Equal(t, redlock.Op("extend"), qe.Op)
 	require.GreaterOrEqual(t, qe.Count(redlock.NodeRefused), 3, statuses(qe))
 	for _, i := range []int{1, 3} {
 		require.NotEqual(t, redlock.NodeRefused, qe.Nodes[i].Status, "node %d still holds our token: %s", i, statuses(qe))
@@ -90,7 +90,7 @@ func TestExtendAndUnlock_afterTheKeyIsGoneOnAQuorumReportLockLostAndRecreateNoth
 	err = l.Unlock(ctxT(t, 10*time.Second))
 	require.ErrorIs(t, err, redlock.ErrLockLost)
 	qe = asQuorumError(t, err)
-	require.Equal(t, "unlock", qe.Op)
+	require.Equal(t, redlock.Op("unlock"), qe.Op)
 	require.Zero(t, l.Validity())
 
 	require.NoError(t, c.Close())

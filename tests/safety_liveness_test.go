@@ -43,7 +43,7 @@ const livenessTTL = time.Second
 // safetyClient returns a Client over the cluster's proxies.
 func safetyClient(t *testing.T, sc *safetyCluster, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	opts = append([]redlock.Option{redlock.WithMaxTTL(livenessTTL)}, opts...)
+	opts = append([]redlock.Option{redlock.WithRestartSafety(livenessTTL)}, opts...)
 	return newClient(t, newPools(t, sc.addrs, pool.WithReadTimeout(testReadTimeout)), opts...)
 }
 
@@ -186,7 +186,7 @@ func TestSafety_aKilledHoldersKeyPassesToTheNextWaiterWithinItsTTL(t *testing.T)
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the holder never took the key; output:\n%s", sub.output())
 	}
-	c := safetyClient(t, sc, redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithMaxTTL(ttl))
+	c := safetyClient(t, sc, redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithRestartSafety(ttl))
 	ctx := ctxT(t, 20*time.Second)
 	got := make(chan time.Duration, 1)
 	errc := make(chan error, 1)

@@ -180,10 +180,12 @@ func newWorkerClient(spec workerSpec) (c *redlock.Client, clk *faults.Clock, clo
 	opts := []redlock.Option{
 		redlock.WithNodeTimeout(spec.NodeTimeout),
 		redlock.WithClock(clk),
-		redlock.WithRestartSafety(!spec.Unsafe),
 	}
-	if spec.MaxTTL > 0 {
-		opts = append(opts, redlock.WithMaxTTL(spec.MaxTTL))
+	switch {
+	case spec.Unsafe:
+		opts = append(opts, redlock.WithRestartSafety(0))
+	case spec.MaxTTL > 0:
+		opts = append(opts, redlock.WithRestartSafety(spec.MaxTTL))
 	}
 	if spec.Durable {
 		opts = append(opts, redlock.WithDurableNodes())

@@ -25,7 +25,7 @@ import (
 
 // neverRetry is a back-off no test outlives: a waiter that gets the lock
 // within the test was woken by something else.
-var neverRetry = redlock.WithRetry(redlock.ExponentialBackoff{Min: 10 * time.Minute, Max: 10 * time.Minute})
+var neverRetry = redlock.WithRetry(10*time.Minute, 10*time.Minute)
 
 // hourTTL is a holder's TTL that no test outlives.
 const hourTTL = time.Hour

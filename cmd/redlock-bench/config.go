@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/quorumlock/redlock/redlock"
 )
 
 // Values of -mode.
@@ -88,7 +86,7 @@ func defaultConfig() config {
 		duration:    3 * time.Second,
 		ttl:         byMode,
 		hold:        byMode,
-		nodeTimeout: redlock.DefaultNodeTimeout,
+		nodeTimeout: 50 * time.Millisecond, // the library's default
 		pauseNode:   noNode,
 		killNode:    noNode,
 		backend:     backendAuto,

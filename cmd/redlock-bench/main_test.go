@@ -20,7 +20,6 @@ import (
 
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/pool"
-	"github.com/quorumlock/redlock/redlock"
 )
 
 func TestMain(m *testing.M) {
@@ -765,7 +764,7 @@ func TestNewClients(t *testing.T) {
 			cs.close() // again: no panic
 			for i, c := range cs.clients {
 				_, err := c.TryLock(ctx, "redlock-bench:test:"+kind, time.Second)
-				require.ErrorIs(t, err, redlock.ErrClosed, "client %d", i)
+				require.ErrorIs(t, err, pool.ErrClosed, "client %d", i)
 				for _, p := range cs.pools[i] {
 					_, err := p.Do(ctx, "PING")
 					require.ErrorIs(t, err, pool.ErrClosed, "client %d, pool %s", i, p.Addr())

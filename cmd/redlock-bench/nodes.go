@@ -56,7 +56,7 @@ func startNodes(cfg config, stderr io.Writer) (*nodes, error) {
 			// Such nodes cannot answer the restart check either.
 			fmt.Fprintf(stderr, "redlock-bench: warning: %s answer no INFO server: restart safety is off for this run\n",
 				strings.Join(noInfo, ", "))
-			ns.clientOpts = []redlock.Option{redlock.WithRestartSafety(false)}
+			ns.clientOpts = []redlock.Option{redlock.WithRestartSafety(0)}
 		}
 		return ns, nil
 	}
@@ -119,7 +119,7 @@ func startMiniredis(n int) (*nodes, error) {
 	ns := &nodes{
 		backend:    fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
 		close:      closeAll,
-		clientOpts: []redlock.Option{redlock.WithRestartSafety(false)},
+		clientOpts: []redlock.Option{redlock.WithRestartSafety(0)},
 	}
 	for range n {
 		m, err := miniredis.Run()

@@ -149,7 +149,7 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 
 	before, okBefore := queryConnStats(ns.addrs)
 	res, died := measure(ctx, cs, cfg, ns, keys, fl, more)
-	res.pool, res.quorum = kind, cs.clients[0].Quorum()
+	res.pool, res.quorum = kind, len(ns.addrs)/2+1
 	after, okAfter := queryConnStats(ns.addrs)
 	if res.connsKnown = okBefore && okAfter; res.connsKnown {
 		// Less the connection of the first query itself.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/faults"
+	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -276,7 +277,7 @@ type errorKind struct {
 func errKind(op string, err error) string {
 	var qe *redlock.QuorumError
 	switch {
-	case errors.Is(err, redlock.ErrClosed):
+	case errors.Is(err, pool.ErrClosed):
 		return op + ": client closed"
 	case !errors.As(err, &qe):
 		return op + ": other"
