@@ -1,0 +1,278 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	other := "c2.x"
+	w.signal(0, other) // kept for another waiter: ignored
+	require.Zero(t, w.announced(false))
+	select {
+	case <-w.wake:
+		t.Fatal("woken for another waiter's hand-off")
+	default:
+	}
+
+	w.signal(1, "")   // free for anyone
+	w.signal(2, w.id) // kept for w
+	w.signal(2, w.id) // the same node twice counts once
+	require.Equal(t, 2, w.announced(false))
+	require.Equal(t, 1, w.announced(true))
+	<-w.wake
+
+	// The nodes w released itself after its failed round do not count.
+	w.released(&round{nodes: []NodeResult{{}, {Status: NodeOK}, {}}})
+	require.Equal(t, 1, w.announced(false))
+
+	w.forget()
+	require.Zero(t, w.announced(false))
+	require.Zero(t, w.announced(true))
+}
+
+func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	n, _, _ := w.handedOff(all)
+	require.Zero(t, n, "no round yet")
+	w.rounds, w.last = 2, &round{start: clk.Now().Add(time.Second)}
+	w.signal(0, w.id+" 2")
+	w.signal(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
+	w.signal(2, "c2.x 2")   // another waiter's
+	w.signal(3, w.id+" x2") // garbled
+	n, _, start := w.handedOff(all)
+	require.Equal(t, 1, n)
+	require.Equal(t, w.last.start, start, "counted from the start of round 2")
+	w.signal(1, w.id+" 2")
+	w.signal(0, w.id+" 1") // a late announcement does not undo a newer one
+	w.signal(4, w.id+" 2")
+	n, _, _ = w.handedOff(all)
+	require.Equal(t, 3, n)
+	require.Zero(t, w.announced(false), "a hand-off is not a release for anyone")
+	require.Zero(t, w.announced(true), "nor a reservation that needs a round")
+
+	// A new round may take back what was handed over before it.
+	w.rounds, w.last = 3, &round{start: clk.Now()}
+	n, _, _ = w.handedOff(all)
+	require.Zero(t, n)
+}
+
+func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5, WithDriftFactor(0))
+	const ttl = 10 * time.Second
+	cfg, err := c.lockConfig("k", ttl, nil)
+	require.NoError(t, err)
+	w := newTestWaiter(t, c, clk.Now())
+	w.rounds, w.last = 1, &round{start: clk.Now()}
+	round := clk.Now()
+	clk.Advance(3 * time.Second)
+	for i := range 2 {
+		w.signal(i, w.id+" 1")
+	}
+	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w), "2 nodes are not a quorum")
+	w.signal(2, w.id+" 1")
+	l := c.handoff(context.Background(), "k", ttl, cfg, w)
+	require.NotNil(t, l)
+	require.Equal(t, w.token, l.Token())
+	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
+	require.Equal(t, w.id, l.waited, "its release leaves the queue")
+
+	// Less than half the TTL left: a round takes the key afresh.
+	clk.Advance(2*time.Second - driftFloor - time.Millisecond) // 5s+1ms left
+	require.NotNil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+	clk.Advance(2 * time.Millisecond)
+	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+}
+
+func TestSleep(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5, WithNodeTimeout(40*time.Millisecond)) // grace: 5ms
+	ctx := context.Background()
+	startW := func(w *waiter, d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
+		done := make(chan error, 1)
+		go func() { done <- c.sleep(ctx, w, d, need, namedOnly) }()
+		require.True(t, clk.WaitTimers(1, nil))
+		return w, done
+	}
+	start := func(d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
+		return startW(newTestWaiter(t, c, clk.Now()), d, need, namedOnly)
+	}
+	// afterRound is a waiter whose one round has run.
+	afterRound := func() *waiter {
+		w := newTestWaiter(t, c, clk.Now())
+		w.rounds, w.last = 1, &round{start: clk.Now()}
+		return w
+	}
+	requireAsleep := func(done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("woke early: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	t.Run("runs out", func(t *testing.T) {
+		_, done := start(time.Second, 3, false)
+		requireAsleep(done)
+		clk.Advance(time.Second)
+		require.NoError(t, <-done)
+	})
+	t.Run("a reservation for it wakes it at once", func(t *testing.T) {
+		w, done := start(time.Hour, 3, false)
+		w.signal(0, w.id)
+		require.NoError(t, <-done)
+	})
+	t.Run("hand-offs from a quorum wake it", func(t *testing.T) {
+		w, done := startW(afterRound(), time.Hour, 3, false)
+		w.signal(0, w.id+" 1")
+		w.signal(1, w.id+" 1")
+		requireAsleep(done)
+		w.signal(2, w.id+" 1")
+		require.NoError(t, <-done)
+	})
+	t.Run("hand-offs from fewer nodes: a round after the grace", func(t *testing.T) {
+		w, done := startW(afterRound(), time.Hour, 3, false)
+		w.signal(0, w.id+" 1")
+		requireAsleep(done)
+		clk.Advance(5 * time.Millisecond)
+		require.NoError(t, <-done)
+	})
+	t.Run("free-for-all announcements: enough nodes", func(t *testing.T) {
+		w, done := start(time.Hour, 2, false)
+		w.signal(0, "")
+		requireAsleep(done)
+		w.signal(1, "")
+		require.NoError(t, <-done)
+	})
+	t.Run("free-for-all announcements: grace after the first", func(t *testing.T) {
+		w, done := start(time.Hour, 3, false)
+		from := clk.Now()
+		w.signal(0, "")
+		requireAsleep(done)
+		// Time goes on a millisecond at a time until it wakes: after the
+		// grace (5ms), long before its hour.
+		require.Eventually(t, func() bool {
+			clk.Advance(time.Millisecond)
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, time.Millisecond)
+		require.GreaterOrEqual(t, clk.Now().Sub(from), 5*time.Millisecond)
+		require.Less(t, clk.Now().Sub(from), 50*time.Millisecond, "the grace (5ms), not a longer wait")
+	})
+	t.Run("the grace never outlasts the wait", func(t *testing.T) {
+		w, done := start(2*time.Millisecond, 3, false)
+		w.signal(0, "")
+		requireAsleep(done)
+		clk.Advance(2 * time.Millisecond)
+		require.NoError(t, <-done)
+	})
+	t.Run("after a split only a hand-off to it counts", func(t *testing.T) {
+		w, done := start(time.Hour, 1, true)
+		w.signal(0, "")
+		w.signal(1, "")
+		requireAsleep(done)
+		w.signal(2, w.id)
+		require.NoError(t, <-done)
+	})
+	t.Run("context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newTestWaiter(t, c, clk.Now())
+		done := make(chan error, 1)
+		go func() { done <- c.sleep(ctx, w, time.Hour, 3, false) }()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+}
+
+// newTestWaiter returns a waiter that takes hand-offs.
+func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
+	t.Helper()
+	w, err := c.newWaiter(since, true)
+	require.NoError(t, err)
+	return w
+}
+
+func TestWaitToken(t *testing.T) {
+	const id, secret = "3k2j.1x9z", "0f8fad5b-d9cb-469f-a165-70867728950e"
+	for _, tc := range []struct {
+		token, id, handoff string
+		ok                 bool
+	}{
+		{id + "/" + secret, id, "", true},
+		{id + "/" + secret + "/7", id, id + "/" + secret, true},
+		{secret, "", "", false},                    // a round of a call that did not wait
+		{"token-from-the-request", "", "", false},  // someone's own token
+		{id + "/" + secret + "/07", "", "", false}, // not a round number as Lock writes it
+		{id + "/" + secret + "/0", "", "", false},
+		{id + "/not-a-uuid", "", "", false},
+		{"UPPER.x/" + secret, "", "", false},
+		{"nodot/" + secret, "", "", false},
+	} {
+		gotID, gotHandoff, ok := waitToken(tc.token)
+		require.Equal(t, tc.ok, ok, tc.token)
+		require.Equal(t, tc.id, gotID, tc.token)
+		require.Equal(t, tc.handoff, gotHandoff, tc.token)
+	}
+
+	// The tokens a waiter makes read back as its own.
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	gotID, _, ok := waitToken(w.token)
+	require.True(t, ok)
+	require.Equal(t, w.id, gotID)
+	round, err := c.roundToken(w, false)
+	require.NoError(t, err)
+	gotID, gotHandoff, ok := waitToken(round)
+	require.True(t, ok)
+	require.Equal(t, w.id, gotID)
+	require.Equal(t, w.token, gotHandoff)
+	plain, err := c.roundToken(w, true)
+	require.NoError(t, err)
+	_, _, ok = waitToken(plain)
+	require.False(t, ok, "a plain round's token is a bare random value")
+}
+
+// A release follows every round of the Lock call that has not settled on
+// its node, not only the latest: with several connections a node, an
+// earlier round can land after a later one.
+func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
+	pendingRound := func() *round {
+		return &round{sent: true, nodes: make([]NodeResult, 2), settled: make(chan struct{})}
+	}
+	r1, r2 := pendingRound(), pendingRound()
+	r2.nodes[1].Status = NodeRefused // node 1 answered r2 in time
+	// No queueing: the waiter is not counted as work Close waits for.
+	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
+	w := newTestWaiter(t, c, clk.Now())
+	for _, r := range []*round{r1, r2, {start: clk.Now()}} { // the last was never sent
+		c.queuedBy(w, r)
+	}
+	require.Equal(t, []*round{r1, r2}, w.unsettled())
+	require.Equal(t, []*round{r1}, w.earlier(r2))
+
+	o := op{after: r2, alsoAfter: w.earlier(r2)}
+	require.True(t, o.waits(0))
+	require.True(t, o.waits(1), "r1 is pending on node 1")
+	close(r1.settled)
+	require.False(t, o.waits(1))
+	require.True(t, o.waits(0), "r2 is pending on node 0")
+	close(r2.settled)
+	require.False(t, o.waits(0))
+	o.awaitSettled() // returns: both settled, and an unsent round is not waited for
+	require.Empty(t, w.unsettled())
+	awaitSettled(&round{settled: make(chan struct{})}) // never sent: does not block
+}
+
+// all counts every node.
+func all(int) bool { return true }
