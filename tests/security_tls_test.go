@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/testcerts"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -21,7 +22,7 @@ import (
 type tlsEnv struct {
 	nodes    []*redistest.Server // the harness's handles, on the plain ports
 	tlsAddrs []string
-	ca       *testCA
+	ca       *testcerts.CA
 	client   *tls.Config // trusts the CA, shows a client certificate
 }
 
@@ -31,10 +32,10 @@ type tlsEnv struct {
 func newTLSEnv(t *testing.T, n int) *tlsEnv {
 	t.Helper()
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "ca")
-	certFile, keyFile := ca.issue(t, dir, "node", x509.ExtKeyUsageServerAuth)
-	clientCert, clientKey := ca.issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
-	e := &tlsEnv{ca: ca, client: clientConfig(t, ca.pool(), clientCert, clientKey)}
+	ca := testcerts.NewCA(t, dir, "ca")
+	certFile, keyFile := ca.Issue(t, dir, "node", x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.Issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
+	e := &tlsEnv{ca: ca, client: testcerts.ClientConfig(t, ca.Pool(), clientCert, clientKey)}
 	for range n {
 		// Each node needs a TLS port of its own, and the harness passes
 		// the same arguments to every node of a Start: one Start per node.
@@ -43,7 +44,7 @@ func newTLSEnv(t *testing.T, n int) *tlsEnv {
 			"--tls-port", strconv.Itoa(port),
 			"--tls-cert-file", certFile,
 			"--tls-key-file", keyFile,
-			"--tls-ca-cert-file", ca.file,
+			"--tls-ca-cert-file", ca.File,
 		}})
 		e.nodes = append(e.nodes, c.Node(0))
 		e.tlsAddrs = append(e.tlsAddrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -99,9 +100,9 @@ func TestTLS_everyCallWorksOverTLS(t *testing.T) {
 func TestTLS_aWrongCAIsReportedPerNodeAsACertificateError(t *testing.T) {
 	e := newTLSEnv(t, 5)
 	dir := t.TempDir()
-	other := newTestCA(t, dir, "other-ca")
-	cert, key := other.issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
-	pools := newPools(t, e.tlsAddrs, pool.WithTLS(clientConfig(t, other.pool(), cert, key)))
+	other := testcerts.NewCA(t, dir, "other-ca")
+	cert, key := other.Issue(t, dir, "client", x509.ExtKeyUsageClientAuth)
+	pools := newPools(t, e.tlsAddrs, pool.WithTLS(testcerts.ClientConfig(t, other.Pool(), cert, key)))
 	c := newClient(t, pools)
 
 	start := time.Now()
