@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// dialer opens a Node's connections: TCP, the TLS handshake when
+// dialer opens a node's connections: TCP, the TLS handshake when
 // configured, and the checks of what the node sends (respConn). redigo
 // authenticates and selects the database over the connection it returns.
 //

@@ -14,25 +14,12 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Node is a Pool that dials its Redis node itself and pipelines: commands
-// from concurrent callers are queued, written together on one connection
-// (or a few, WithConns) and their replies handed back in order. A lock
-// round is a few tiny commands, so sharing a connection saves most of the
-// system calls and wake-ups that a connection per call costs. Make one with
-// New.
-//
-// A caller whose deadline passes gets a timeout at once; its reply is still
-// read in order and discarded, never handed to another caller. A read that
-// takes longer than the read timeout, or any transport error, breaks the
-// connection: every call in flight on it fails with the node's error, and
-// the next call dials again. A node that cannot be dialled, or whose
-// connection is lost before it sent a reply that is not an error, is
-// retried after a back-off that grows from 10ms to 1s; calls made
-// meanwhile, and while it is dialled again, fail at once with the cause.
-// The queue of each connection is bounded (WithQueueSize): when it is full a
-// caller waits for room until its context ends and then fails with
-// ErrQueueFull.
-type Node struct {
+// node is the Pool of New: it dials its Redis node itself and pipelines.
+// Commands from concurrent callers are queued, written together on one
+// connection (or a few, WithConns) and their replies handed back in order.
+// docs/operations.md tells what happens on timeouts, lost connections and
+// a full queue.
+type node struct {
 	addr   string
 	cfg    config
 	secret string
@@ -46,17 +33,19 @@ type Node struct {
 }
 
 var (
-	_ Pool        = (*Node)(nil)
-	_ Starter     = (*Node)(nil)
-	_ Subscriber  = (*Node)(nil)
-	_ Reconnector = (*Node)(nil)
+	_ Pool        = (*node)(nil)
+	_ Starter     = (*node)(nil)
+	_ Subscriber  = (*node)(nil)
+	_ Reconnector = (*node)(nil)
 )
 
-// New returns a pipelined pool for the Redis node at addr ("host:port"). It
-// does not connect until the first call, so a node that is down at start-up
-// does not stop the caller from building its lock client. It returns an
-// error when addr is not host:port or an option is out of range.
-func New(addr string, opts ...Option) (*Node, error) {
+// New returns a pool for the Redis node at addr ("host:port") that
+// pipelines the commands of concurrent callers on one connection. It
+// implements Starter, Subscriber and Reconnector too. It does not connect
+// until the first call, so a node that is down at start-up does not stop
+// the caller from building its lock client. It fails when addr is not
+// host:port or an option is out of range. See docs/operations.md.
+func New(addr string, opts ...Option) (Pool, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
 		return nil, fmt.Errorf("redlock/pool: address %q is not host:port", addr)
@@ -72,7 +61,7 @@ func New(addr string, opts ...Option) (*Node, error) {
 	base := cfg.dialOptions()
 	dialOpts := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(true)))
 	pubOpt := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(false)))
-	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
+	n := &node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
 		n.pipes[i] = newPipe(n)
@@ -81,17 +70,17 @@ func New(addr string, opts ...Option) (*Node, error) {
 }
 
 // dial opens one connection, bounded by ctx and the dial timeout.
-func (n *Node) dial(ctx context.Context) (redis.Conn, error) {
+func (n *node) dial(ctx context.Context) (redis.Conn, error) {
 	return redis.DialContext(ctx, "tcp", n.addr, n.opts...)
 }
 
 // DialPubSub opens a connection of its own to the node, with the node's
 // dial options (timeouts, credentials, database, TLS, client name), for
 // SUBSCRIBE. It implements Subscriber. Connecting is bounded by ctx and the
-// dial timeout. What the node sends on it is checked like on the Node's own
+// dial timeout. What the node sends on it is checked like on the node's own
 // connections: a malformed or oversized reply fails the read with an error
 // instead of reaching redigo. It fails with ErrClosed after Close.
-func (n *Node) DialPubSub(ctx context.Context) (redis.Conn, error) {
+func (n *node) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if n.closed.Load() {
 		return nil, wrapErr(n.addr, "dial", ErrClosed, "")
 	}
@@ -104,26 +93,26 @@ func (n *Node) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	return c, nil
 }
 
-// Generation returns how many connections the Node has opened for
+// Generation returns how many connections the node has opened for
 // commands; it implements Reconnector. It grows when a connection is opened
 // (after a failure, a restart of the node, or on first use), before any
 // command is written on it. DialPubSub's connections are not counted.
-func (n *Node) Generation() uint64 { return n.gen.Load() }
+func (n *node) Generation() uint64 { return n.gen.Load() }
 
 // Addr returns the node's address as given to New.
-func (n *Node) Addr() string { return n.addr }
+func (n *node) Addr() string { return n.addr }
 
-// Do runs one command, bounded by ctx's deadline and the read timeout.
+// Do runs one command, bounded by ctx's deadline and the I/O timeout.
 // Commands whose first argument is the same string (the key) always share a
 // connection.
-func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+func (n *node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	reply, err := n.call(ctx, cmd, args)
 	return reply, n.nodeErr(cmd, err)
 }
 
 // Eval runs script with EVALSHA, and with EVAL when the node answers
-// NOSCRIPT, bounded by ctx's deadline and the read timeout.
-func (n *Node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
+// NOSCRIPT, bounded by ctx's deadline and the I/O timeout.
+func (n *node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
 	cmd, args := scriptCommand(script, false, keysAndArgs)
 	reply, err := n.call(ctx, cmd, args)
 	if isNoScript(err) {
@@ -133,22 +122,22 @@ func (n *Node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...an
 	return reply, n.nodeErr(cmd, err)
 }
 
-func (n *Node) call(ctx context.Context, cmd string, args []any) (any, error) {
+func (n *node) call(ctx context.Context, cmd string, args []any) (any, error) {
 	if n.closed.Load() {
 		return nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > n.cfg.readTimeout {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > n.cfg.ioTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.cfg.readTimeout)
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.ioTimeout)
 		defer cancel()
 	}
 	return n.pipeFor(cmd, args).call(ctx, cmd, args)
 }
 
-func (n *Node) pipeFor(cmd string, args []any) *pipe {
+func (n *node) pipeFor(cmd string, args []any) *pipe {
 	if len(n.pipes) == 1 {
 		return n.pipes[0]
 	}
@@ -157,7 +146,7 @@ func (n *Node) pipeFor(cmd string, args []any) *pipe {
 
 // Start queues a command; its reply, or a *NodeError, goes to rcv. It
 // implements Starter.
-func (n *Node) Start(rcv Receiver, cmd string, args ...any) {
+func (n *node) Start(rcv Receiver, cmd string, args ...any) {
 	req := getRequest()
 	req.cmd, req.args, req.rcv = cmd, args, rcv
 	n.startRequest(req)
@@ -165,7 +154,7 @@ func (n *Node) Start(rcv Receiver, cmd string, args ...any) {
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
 // or a *NodeError, goes to rcv. It implements Starter.
-func (n *Node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
+func (n *node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
 	req := getRequest()
 	req.cmd, req.args = scriptCommand(script, false, keysAndArgs)
 	req.rcv, req.script, req.keysAndArgs = rcv, script, keysAndArgs
@@ -173,7 +162,7 @@ func (n *Node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any)
 }
 
 // startRequest queues req on its connection, or fails it on a closed node.
-func (n *Node) startRequest(req *request) {
+func (n *node) startRequest(req *request) {
 	p := n.pipeFor(req.cmd, req.args)
 	if n.closed.Load() {
 		p.deliver(req, nil, ErrClosed)
@@ -184,7 +173,7 @@ func (n *Node) startRequest(req *request) {
 
 // slot picks the connection for a command: by its key, so that commands on
 // one key keep their order.
-func (n *Node) slot(cmd string, args []any) int {
+func (n *node) slot(cmd string, args []any) int {
 	keyArg := 0
 	if cmd == "EVALSHA" || cmd == "EVAL" {
 		keyArg = 2 // script, numkeys, key
@@ -199,7 +188,7 @@ func (n *Node) slot(cmd string, args []any) int {
 
 // nodeErr tags err with the node and command; a password a lower layer may
 // have quoted is removed.
-func (n *Node) nodeErr(op string, err error) error {
+func (n *node) nodeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -212,7 +201,7 @@ func (n *Node) nodeErr(op string, err error) error {
 // Close stops the node's connections: calls in flight or queued fail with
 // ErrClosed, and so do later calls. Close waits for the connection
 // goroutines to exit.
-func (n *Node) Close() error {
+func (n *node) Close() error {
 	n.once.Do(func() {
 		n.closed.Store(true)
 		for _, p := range n.pipes {

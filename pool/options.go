@@ -8,41 +8,38 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Defaults for New. They suit a lock node on a local network: a command
-// that takes longer than a few hundred milliseconds is better reported as
-// failed than waited for, since the lock coordinator bounds every node call
-// with its own, shorter, node timeout anyway.
+// Defaults of New. They suit a lock node on a local network: a command
+// that takes longer than a second is better reported as failed than
+// waited for, since the lock coordinator bounds every node call with its
+// own, shorter, node timeout anyway. See docs/operations.md.
 const (
-	DefaultDialTimeout  = 1 * time.Second
-	DefaultReadTimeout  = 1 * time.Second
-	DefaultWriteTimeout = 1 * time.Second
-	DefaultConns        = 1
-	DefaultQueueSize    = 4096
-	DefaultPingIdle     = 10 * time.Second
+	defaultDialTimeout = 1 * time.Second
+	defaultIOTimeout   = 1 * time.Second
+	defaultConns       = 1
+	defaultQueueSize   = 4096             // requests waiting to be written, per connection
+	defaultPingIdle    = 10 * time.Second // 0 never pings
 )
 
 type config struct {
-	dialTimeout  time.Duration
-	readTimeout  time.Duration
-	writeTimeout time.Duration
-	conns        int
-	queueSize    int
-	pingIdle     time.Duration
-	username     string
-	password     string
-	db           int
-	tls          *tls.Config
-	clientName   string
+	dialTimeout time.Duration
+	ioTimeout   time.Duration // read and write
+	conns       int
+	queueSize   int
+	pingIdle    time.Duration // an idle connection answers PING before it is used again
+	username    string
+	password    string
+	db          int
+	tls         *tls.Config
+	clientName  string
 }
 
 func defaultConfig() config {
 	return config{
-		dialTimeout:  DefaultDialTimeout,
-		readTimeout:  DefaultReadTimeout,
-		writeTimeout: DefaultWriteTimeout,
-		conns:        DefaultConns,
-		queueSize:    DefaultQueueSize,
-		pingIdle:     DefaultPingIdle,
+		dialTimeout: defaultDialTimeout,
+		ioTimeout:   defaultIOTimeout,
+		conns:       defaultConns,
+		queueSize:   defaultQueueSize,
+		pingIdle:    defaultPingIdle,
 	}
 }
 
@@ -50,16 +47,10 @@ func (c *config) validate() error {
 	switch {
 	case c.dialTimeout <= 0:
 		return fmt.Errorf("redlock/pool: dial timeout %v must be positive", c.dialTimeout)
-	case c.readTimeout <= 0:
-		return fmt.Errorf("redlock/pool: read timeout %v must be positive", c.readTimeout)
-	case c.writeTimeout <= 0:
-		return fmt.Errorf("redlock/pool: write timeout %v must be positive", c.writeTimeout)
+	case c.ioTimeout <= 0:
+		return fmt.Errorf("redlock/pool: I/O timeout %v must be positive", c.ioTimeout)
 	case c.conns < 1 || c.conns > 64:
 		return fmt.Errorf("redlock/pool: connections %d out of range [1, 64]", c.conns)
-	case c.queueSize < 1:
-		return fmt.Errorf("redlock/pool: queue size %d must be positive", c.queueSize)
-	case c.pingIdle < 0:
-		return fmt.Errorf("redlock/pool: ping-after-idle %v must not be negative", c.pingIdle)
 	case c.db < 0:
 		return fmt.Errorf("redlock/pool: database %d must not be negative", c.db)
 	case c.username != "" && c.password == "":
@@ -72,34 +63,18 @@ func (c *config) validate() error {
 type Option func(*config)
 
 // WithDialTimeout bounds connecting (TCP, TLS handshake, AUTH, SELECT,
-// CLIENT SETNAME). Default DefaultDialTimeout (1s).
+// CLIENT SETNAME). Default 1s.
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
 
-// WithReadTimeout bounds waiting for a reply when the caller's context has
-// no earlier deadline. Default DefaultReadTimeout (1s).
-func WithReadTimeout(d time.Duration) Option { return func(c *config) { c.readTimeout = d } }
-
-// WithWriteTimeout bounds writing a command to the socket. Default
-// DefaultWriteTimeout (1s).
-func WithWriteTimeout(d time.Duration) Option { return func(c *config) { c.writeTimeout = d } }
+// WithIOTimeout bounds writing a command, and waiting for its reply when
+// the caller's context has no earlier deadline. Default 1s.
+func WithIOTimeout(d time.Duration) Option { return func(c *config) { c.ioTimeout = d } }
 
 // WithConns sets how many pipelined connections the node gets. Commands on
 // one key always use the same connection. One connection batches best;
 // more can help when a single connection's reads or writes are the
-// bottleneck. Default DefaultConns (1); range 1 to 64.
+// bottleneck. Default 1; range 1 to 64.
 func WithConns(n int) Option { return func(c *config) { c.conns = n } }
-
-// WithQueueSize bounds how many commands may wait, per connection, to be
-// written. A caller that finds the queue full waits for room until its
-// context ends, then fails with ErrQueueFull. Default DefaultQueueSize
-// (4096).
-func WithQueueSize(n int) Option { return func(c *config) { c.queueSize = n } }
-
-// WithPingAfterIdle makes a connection that stayed idle at least d answer a
-// PING before it carries commands again, so that a connection the node or
-// a middlebox dropped is replaced instead of failing a lock call. Default
-// DefaultPingIdle (10s); 0 never pings.
-func WithPingAfterIdle(d time.Duration) Option { return func(c *config) { c.pingIdle = d } }
 
 // WithPassword authenticates with AUTH password (the default user).
 func WithPassword(password string) Option {
@@ -124,11 +99,11 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 func WithClientName(name string) Option { return func(c *config) { c.clientName = name } }
 
 // dialOptions turns the configuration into redigo dial options. TLS and
-// the TCP connect are not among them: the Node's dialer does both.
+// the TCP connect are not among them: the node's dialer does both.
 func (c *config) dialOptions() []redis.DialOption {
 	opts := []redis.DialOption{
-		redis.DialReadTimeout(c.readTimeout),
-		redis.DialWriteTimeout(c.writeTimeout),
+		redis.DialReadTimeout(c.ioTimeout),
+		redis.DialWriteTimeout(c.ioTimeout),
 		redis.DialDatabase(c.db),
 	}
 	if c.password != "" {

@@ -12,10 +12,10 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// ErrQueueFull is in the chain of a call that found no room in the node's
+// errQueueFull is in the chain of a call that found no room in the node's
 // request queue (Start), or whose context ended while it waited for room
-// (Do, Eval): the node is not keeping up.
-var ErrQueueFull = errors.New("redlock/pool: request queue full")
+// (Do, Eval): the node is not keeping up. Its *NodeError has Op "queue".
+var errQueueFull = errors.New("request queue full: the node is not keeping up")
 
 // errNodeDown is in the chain of calls failed without trying, while a node
 // that could not be dialled is in its reconnect back-off.
@@ -57,7 +57,7 @@ func putRequest(req *request) {
 	requestPool.Put(req)
 }
 
-// pipe is one pipelined connection slot of a Node.
+// pipe is one pipelined connection slot of a node.
 //
 // Callers put requests on queue and wake the writer goroutine, which sends
 // everything queued in one write and hands the requests, in order, to the
@@ -66,7 +66,7 @@ func putRequest(req *request) {
 // Dialling and the idle-connection ping run in goroutines of their own, so
 // that no caller waits on them beyond its own deadline.
 type pipe struct {
-	n      *Node
+	n      *node
 	queue  chan *request
 	kick   chan struct{} // wakes the writer goroutine
 	quit   chan struct{} // closed by close
@@ -108,7 +108,7 @@ const (
 	maxBatch   = 256
 )
 
-func newPipe(n *Node) *pipe {
+func newPipe(n *node) *pipe {
 	p := &pipe{
 		n:     n,
 		queue: make(chan *request, n.cfg.queueSize),
@@ -135,7 +135,7 @@ func (p *pipe) call(ctx context.Context, cmd string, args []any) (any, error) {
 		case p.queue <- req:
 		case <-ctx.Done():
 			putRequest(req)
-			return nil, errors.Join(ErrQueueFull, ctx.Err())
+			return nil, p.queueFull(ctx.Err())
 		}
 	}
 	p.flush()
@@ -177,8 +177,18 @@ func (p *pipe) start(req *request) {
 	case p.queue <- req:
 		p.flush()
 	default:
-		p.deliver(req, nil, ErrQueueFull)
+		p.deliver(req, nil, p.queueFull(nil))
 	}
+}
+
+// queueFull is the error of a call that found no room in the queue, with
+// the end of its context (nil when it did not wait).
+func (p *pipe) queueFull(ctxErr error) error {
+	err := errQueueFull
+	if ctxErr != nil {
+		err = errors.Join(errQueueFull, ctxErr)
+	}
+	return wrapErr(p.n.addr, "queue", err, "")
 }
 
 // deliver hands a reply to whoever waits for it. A script that the node
@@ -243,33 +253,13 @@ func (p *pipe) writeQueued() {
 			p.lost(p.l)
 		}
 		if p.l == nil {
-			switch {
-			case p.dialing && p.downErr != nil:
-				// Dialling again after a failure: the commands that
-				// started it wait for it (held), later ones fail at once
-				// with the cause, as during the back-off, rather than
-				// wait out a dial that may fail the same way.
-				p.failQueued(p.nodeDown())
-				return
-			case p.dialing:
-				return // the dialler writes when it is done
-			case time.Now().Before(p.downUntil):
-				p.failQueued(p.nodeDown())
-				return
-			}
-			p.dialing = true
-			p.connecting.Store(true)
-			if p.downErr != nil {
-				p.hold()
-			}
-			p.bg.Add(1)
-			go p.dial()
+			p.connect()
 			return
 		}
 		if p.dialing {
 			return // a ping is checking the link
 		}
-		if idle := p.n.cfg.pingIdle; idle > 0 && p.l.outstanding.Load() == 0 && time.Since(p.l.lastUsed) >= idle {
+		if p.pingDue() {
 			// Check an idle link in the background, as a dial is done: a
 			// node that does not answer must not hold up this caller.
 			p.dialing = true
@@ -277,30 +267,71 @@ func (p *pipe) writeQueued() {
 			go p.ping(p.l)
 			return
 		}
-		batch := p.batch[:0]
-		for len(batch) < maxBatch {
-			select {
-			case req := <-p.queue:
-				if req.left.Load() {
-					putRequest(req) // its caller is gone: do not send
-					continue
-				}
-				batch = append(batch, req)
-				continue
-			default:
-			}
-			break
-		}
+		batch := p.nextBatch()
 		p.send(p.l, batch)
 		clear(batch)
 	}
+}
+
+// connect begins a dial in the background for what is queued, unless one
+// is under way, or fails the queue while the node is down. It runs under
+// the write lock, when the pipe has no link.
+func (p *pipe) connect() {
+	switch {
+	case p.dialing && p.downErr != nil:
+		// Dialling again after a failure: the commands that started it
+		// wait for it (held), later ones fail at once with the cause, as
+		// during the back-off, rather than wait out a dial that may fail
+		// the same way.
+		p.failQueued(p.nodeDown())
+		return
+	case p.dialing:
+		return // the dialler writes when it is done
+	case time.Now().Before(p.downUntil):
+		p.failQueued(p.nodeDown())
+		return
+	}
+	p.dialing = true
+	p.connecting.Store(true)
+	if p.downErr != nil {
+		p.hold()
+	}
+	p.bg.Add(1)
+	go p.dial()
+}
+
+// pingDue reports whether the link stayed idle long enough that it must
+// answer a PING before it carries commands again. It runs under the write
+// lock.
+func (p *pipe) pingDue() bool {
+	idle := p.n.cfg.pingIdle
+	return idle > 0 && p.l.outstanding.Load() == 0 && time.Since(p.l.lastUsed) >= idle
+}
+
+// nextBatch takes up to maxBatch requests off the queue into p.batch,
+// leaving out those whose caller is gone. It runs under the write lock.
+func (p *pipe) nextBatch() []*request {
+	batch := p.batch[:0]
+	for len(batch) < maxBatch {
+		select {
+		case req := <-p.queue:
+			if req.left.Load() {
+				putRequest(req) // its caller is gone: do not send
+				continue
+			}
+			batch = append(batch, req)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // ping checks an idle link in the background, then writes what queued;
 // a link that does not answer is dropped and the node dialled again.
 func (p *pipe) ping(l *link) {
 	defer p.bg.Done()
-	_, err := redis.DoWithTimeout(l.conn, p.n.cfg.readTimeout, "PING")
+	_, err := redis.DoWithTimeout(l.conn, p.n.cfg.ioTimeout, "PING")
 	p.wmu.Lock()
 	p.dialing = false
 	switch {
@@ -337,25 +368,31 @@ func (p *pipe) dial() {
 		p.failHeld(ErrClosed)
 		p.failQueued(ErrClosed)
 	default:
-		// The back-off is not reset yet: a node at its client limit
-		// accepts and closes. It is when the link is lost without having
-		// carried a good reply (lost).
-		p.downErr = nil
-		p.lastErr.Store(nil)
-		p.n.gen.Add(1) // before anything is written on the new link
-		p.l = &link{
-			conn:       conn,
-			inflight:   make(chan *request, 4*maxBatch),
-			lastUsed:   time.Now(),
-			readerDone: make(chan struct{}),
-		}
-		go p.reader(p.l)
-		p.sendHeld()
-		p.writeQueued()
+		p.connected(conn)
 	}
 	p.connecting.Store(false)
 	p.wmu.Unlock()
 	p.flush()
+}
+
+// connected makes conn, just dialled, the pipe's link and writes what
+// waited for it: the held requests first. It runs under the write lock.
+func (p *pipe) connected(conn redis.Conn) {
+	// The back-off is not reset yet: a node at its client limit accepts
+	// and closes. It is when the link is lost without having carried a
+	// good reply (lost).
+	p.downErr = nil
+	p.lastErr.Store(nil)
+	p.n.gen.Add(1) // before anything is written on the new link
+	p.l = &link{
+		conn:       conn,
+		inflight:   make(chan *request, 4*maxBatch),
+		lastUsed:   time.Now(),
+		readerDone: make(chan struct{}),
+	}
+	go p.reader(p.l)
+	p.sendHeld()
+	p.writeQueued()
 }
 
 // hold moves what is queued to held, for the dial about to begin. It runs
@@ -438,29 +475,10 @@ func (p *pipe) send(l *link, batch []*request) {
 		return
 	}
 	l.lastUsed = time.Now()
-	// Never wait for the reader: a node that stopped answering must not
-	// hold up the caller that happens to be writing. Only this goroutine
-	// adds to inflight, so the room seen here can only grow.
-	if room := cap(l.inflight) - len(l.inflight); len(batch) > room {
-		stuck := fmt.Errorf("%w: %d commands waiting for replies", errNotAnswering, len(l.inflight))
-		for _, r := range batch[room:] {
-			p.deliver(r, nil, stuck)
-		}
-		batch = batch[:room]
-		if room == 0 {
-			return
-		}
+	if batch = p.fit(l, batch); len(batch) == 0 {
+		return
 	}
-	var err error
-	for _, r := range batch {
-		if err = l.conn.Send(r.cmd, r.args...); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = l.conn.Flush()
-	}
-	if err != nil {
+	if err := write(l.conn, batch); err != nil {
 		// Commands that reached the buffer may or may not reach the node:
 		// they fail like any command on a broken connection.
 		err = fmt.Errorf("write: %w", err)
@@ -475,6 +493,32 @@ func (p *pipe) send(l *link, batch []*request) {
 		l.outstanding.Add(1)
 		l.inflight <- r
 	}
+}
+
+// fit returns as much of batch as l's reader has room for, and fails the
+// rest. It never waits for the reader: a node that stopped answering must
+// not hold up the caller that happens to be writing. Only send adds to
+// inflight, under the write lock, so the room seen here can only grow.
+func (p *pipe) fit(l *link, batch []*request) []*request {
+	room := cap(l.inflight) - len(l.inflight)
+	if len(batch) <= room {
+		return batch
+	}
+	stuck := fmt.Errorf("%w: %d commands waiting for replies", errNotAnswering, len(l.inflight))
+	for _, r := range batch[room:] {
+		p.deliver(r, nil, stuck)
+	}
+	return batch[:room]
+}
+
+// write sends batch on conn in one flush.
+func write(conn redis.Conn, batch []*request) error {
+	for _, r := range batch {
+		if err := conn.Send(r.cmd, r.args...); err != nil {
+			return err
+		}
+	}
+	return conn.Flush()
 }
 
 // drop closes a link: the reader fails what is still in flight with err
@@ -496,31 +540,21 @@ func (p *pipe) reader(l *link) {
 	good := false
 	for r := range l.inflight {
 		if broken == nil && l.broken.Load() {
-			broken = errBroken
-			if e, ok := l.failWith.Load().(error); ok {
-				broken = e
-			}
+			broken = l.dropErr(errBroken)
 		}
 		if broken != nil {
 			l.outstanding.Add(-1)
 			p.deliver(r, nil, broken)
 			continue
 		}
-		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.readTimeout)
+		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
 		if !good {
-			if err == nil {
-				good = true
-				l.good.Store(true)
-			} else {
-				l.setCause(err)
-			}
+			good = l.firstReplies(err)
 		}
 		if _, replied := err.(redis.Error); err != nil && !replied {
 			// A transport error: nothing more can be read from this
 			// connection. Close it so that the writer sees it too.
-			if e, ok := l.failWith.Load().(error); ok {
-				err = e // dropped on purpose (Close)
-			}
+			err = l.dropErr(err) // the error it was dropped with, if it was
 			broken = err
 			l.broken.Store(true)
 			_ = l.conn.Close()
@@ -528,6 +562,27 @@ func (p *pipe) reader(l *link) {
 		l.outstanding.Add(-1)
 		p.deliver(r, reply, err)
 	}
+}
+
+// dropErr returns the error the link was dropped with (drop), or err when
+// it was not dropped on purpose.
+func (l *link) dropErr(err error) error {
+	if e, ok := l.failWith.Load().(error); ok {
+		return e
+	}
+	return err
+}
+
+// firstReplies records the outcome of a read until one succeeds: the
+// first error is the link's cause, a reply that is not an error makes the
+// link good. It reports whether the link is good.
+func (l *link) firstReplies(err error) bool {
+	if err != nil {
+		l.setCause(err)
+		return false
+	}
+	l.good.Store(true)
+	return true
 }
 
 // setCause records err as the link's first error, unless it has one.

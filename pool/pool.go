@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -24,7 +22,8 @@ type Pool interface {
 	// Eval runs a script with EVALSHA, and with EVAL when the node does not
 	// have the script yet. Errors are *NodeError values.
 	Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error)
-	// Close releases the pool's connections. Calls made after Close fail.
+	// Close releases the pool's connections. Calls made after Close fail
+	// with ErrClosed.
 	Close() error
 }
 
@@ -37,23 +36,21 @@ type Receiver interface {
 
 // Starter is implemented by pools that can send a command without a
 // goroutine per call; the lock coordinator uses it when a pool has it.
-// Node implements it.
+// The pools of New implement it.
 type Starter interface {
 	// Start queues a command and returns at once. The reply goes to
 	// rcv.Receive, called from another goroutine, or before Start returns
 	// when the command cannot be queued (closed pool, full queue). The
-	// reply comes within the pool's read timeout.
+	// reply comes within the pool's I/O timeout.
 	Start(rcv Receiver, cmd string, args ...any)
 	// StartEval is Start for a script: EVALSHA, then EVAL when the node
 	// answers NOSCRIPT.
 	StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any)
 }
 
-// Subscriber is implemented by pools that can open a connection of its own
-// for publish/subscribe. The lock client uses one such connection per node
-// to hear that a lock was released, so that a waiting Lock tries again at
-// once instead of sleeping blind. Node and the pools of FromRedigo
-// implement it.
+// Subscriber is implemented by pools that can open a connection of their
+// own for publish/subscribe, which the lock client uses to hear that a
+// lock was released. The pools of New and FromRedigo implement it.
 type Subscriber interface {
 	// DialPubSub returns a new connection to the node that no other call
 	// uses, authenticated and on the pool's database; the caller closes
@@ -63,23 +60,26 @@ type Subscriber interface {
 }
 
 // Reconnector is implemented by pools that can tell when they start using
-// a new connection to the node: Generation changes (grows) every time one
-// is opened, before any command is sent on it. A node that restarts loses
-// its connections, so a reply that came after a check made while
-// Generation returned g, read while Generation still returns g, came from
-// the node process that was checked. Node and the pools of FromRedigo
-// implement it.
+// a new connection: Generation grows every time one is opened, before
+// anything is sent on it. A node that restarts loses its connections, so
+// a reply that came after a check made while Generation returned g, and
+// was read while it still returns g, came from the node process that was
+// checked. The pools of New and FromRedigo implement it.
 type Reconnector interface{ Generation() uint64 }
 
-// ErrClosed is returned (wrapped in a *NodeError) by calls on a closed pool.
-var ErrClosed = errors.New("redlock/pool: pool closed")
+// ErrClosed is in the chain of every call on a closed pool (wrapped in a
+// *NodeError), and of every call on a closed redlock Client.
+var ErrClosed = errors.New("redlock: closed")
 
 // NodeError is an error from one node: the node did not answer in time, the
 // connection failed, or the node answered with an error reply.
 type NodeError struct {
 	Addr string // the node's address
-	Op   string // the command, e.g. "SET" or "EVALSHA"; "dial" while connecting
-	Err  error  // the cause; a redis.Error when the node replied with an error
+	// Op is the command, e.g. "SET" or "EVALSHA"; "dial" while connecting,
+	// and "queue" when the node's request queue was full (the command was
+	// never sent).
+	Op  string
+	Err error // the cause; a redis.Error when the node replied with an error
 }
 
 // Error names the node, the command and the cause.
@@ -89,15 +89,6 @@ func (e *NodeError) Error() string {
 
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
-
-// Timeout reports whether the node did not answer before the deadline.
-func (e *NodeError) Timeout() bool {
-	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
-}
 
 // Replied reports whether the node answered with an error reply (the
 // command reached Redis and Redis refused it).

@@ -10,20 +10,18 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// DefaultCommandTimeout bounds a command on a pool from FromRedigo when the
+// defaultCommandTimeout bounds a command on a pool from FromRedigo when the
 // caller's context has no deadline.
-const DefaultCommandTimeout = 1 * time.Second
+const defaultCommandTimeout = 1 * time.Second
 
-// FromRedigo wraps a redigo pool the caller already has; addr names the
-// node in errors and must differ between the nodes of one lock client.
-// Each call takes a connection from p, within the caller's deadline
-// (DefaultCommandTimeout without one), connecting included. Close closes p;
-// a nil p gives a nil Pool. FromRedigo takes p over: it sets p.DialContext
-// to p's DialContext or Dial, made to return when the context ends (a late
-// connection is closed; a dial that never returns keeps its goroutine) and
-// to count connections (Reconnector). Call it before p is used and leave
-// p's dial functions alone afterwards. The package documentation says what
-// a hostile node can still do to such a pool.
+// FromRedigo wraps a redigo pool the caller already has: each call takes a
+// connection from p within the caller's deadline (1s without one),
+// connecting included. addr names the node in errors and must differ
+// between the nodes of one lock client. A nil p gives a nil Pool; Close
+// closes p. The result implements Subscriber and Reconnector. FromRedigo
+// takes p over (it replaces p.DialContext): call it before p is used and
+// leave p's dial functions alone afterwards. Use New for nodes that are
+// not trusted. See docs/operations.md.
 func FromRedigo(p *redis.Pool, addr string) Pool {
 	if p == nil {
 		return nil // so that redlock.New reports the nil pool
@@ -79,7 +77,7 @@ func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string,
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, op, ErrClosed, "")
 	}
-	timeout, err := timeoutFor(ctx, DefaultCommandTimeout)
+	timeout, err := timeoutFor(ctx, defaultCommandTimeout)
 	if err != nil {
 		return nil, wrapErr(r.addr, op, err, "")
 	}

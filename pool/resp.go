@@ -92,25 +92,12 @@ func (s *respScanner) scan(b []byte) (int, error) {
 	for i := 0; i < len(b); {
 		switch s.state {
 		case stBulk:
-			if int64(len(b)-i) < s.bulk {
-				s.bulk -= int64(len(b) - i)
-				return len(b), nil
-			}
-			i += int(s.bulk)
-			s.bulk = 0
-			// The CRLF after the data was skipped with it; redigo checks it.
-			s.complete()
-			s.state = stLineStart
+			i = s.skipBulk(b, i)
 		case stLineStart:
 			lineStart = i
-			s.kind = b[i]
-			switch s.kind {
-			case '+', '-', ':', '$', '*':
-			default:
-				return lineStart, fmt.Errorf("%w: unexpected type byte %q", errBadReply, s.kind)
+			if err := s.startLine(b[i]); err != nil {
+				return lineStart, err
 			}
-			s.neg, s.digits, s.val, s.lineLen = false, 0, 0, 0
-			s.state = stLine
 			i++
 		case stLine:
 			c := b[i]
@@ -127,20 +114,56 @@ func (s *respScanner) scan(b []byte) (int, error) {
 			if s.kind != '$' && s.kind != '*' || c == '\r' {
 				continue
 			}
-			switch {
-			case c == '-' && s.digits == 0 && !s.neg:
-				s.neg = true
-			case c >= '0' && c <= '9':
-				s.digits++
-				if s.val = s.val*10 + int64(c-'0'); s.val > s.limit() {
-					return lineStart, s.tooLong()
-				}
-			default:
-				return lineStart, fmt.Errorf("%w: bad length in a %q header", errBadReply, s.kind)
+			if err := s.headerByte(c); err != nil {
+				return lineStart, err
 			}
 		}
 	}
 	return len(b), nil
+}
+
+// skipBulk skips the bulk data that starts at b[i] and returns where it
+// ends in b, or len(b) when it goes on past b.
+func (s *respScanner) skipBulk(b []byte, i int) int {
+	if left := int64(len(b) - i); left < s.bulk {
+		s.bulk -= left
+		return len(b)
+	}
+	i += int(s.bulk)
+	s.bulk = 0
+	// The CRLF after the data was skipped with it; redigo checks it.
+	s.complete()
+	s.state = stLineStart
+	return i
+}
+
+// startLine begins a line with its type byte c.
+func (s *respScanner) startLine(c byte) error {
+	switch c {
+	case '+', '-', ':', '$', '*':
+	default:
+		return fmt.Errorf("%w: unexpected type byte %q", errBadReply, c)
+	}
+	s.kind = c
+	s.neg, s.digits, s.val, s.lineLen = false, 0, 0, 0
+	s.state = stLine
+	return nil
+}
+
+// headerByte reads c, a byte of the value of a '$' or '*' header.
+func (s *respScanner) headerByte(c byte) error {
+	switch {
+	case c == '-' && s.digits == 0 && !s.neg:
+		s.neg = true
+	case c >= '0' && c <= '9':
+		s.digits++
+		if s.val = s.val*10 + int64(c-'0'); s.val > s.limit() {
+			return s.tooLong()
+		}
+	default:
+		return fmt.Errorf("%w: bad length in a %q header", errBadReply, s.kind)
+	}
+	return nil
 }
 
 // endLine acts on a complete line.

@@ -195,11 +195,8 @@ func (r resultTo) Receive(reply any, err error) { r <- result{reply, err} }
 // reached the node: false when the pool says it never sent it (no
 // connection, a full queue).
 func maySent(err error) bool {
-	if errors.Is(err, pool.ErrQueueFull) {
-		return false
-	}
 	var ne *pool.NodeError
-	return !errors.As(err, &ne) || ne.Op != "dial"
+	return !errors.As(err, &ne) || ne.Op != "dial" && ne.Op != "queue"
 }
 
 // answered reports whether a node whose command failed with err read the

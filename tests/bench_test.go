@@ -35,10 +35,11 @@ func benchPools(b *testing.B, kind string, addrs []string) []pool.Pool {
 			pools[i] = pool.FromRedigo(&redis.Pool{
 				MaxIdle: 256,
 				DialContext: func(ctx context.Context) (redis.Conn, error) {
+					// pool.New's default timeouts: 1s each.
 					return redis.DialContext(ctx, "tcp", addr,
-						redis.DialConnectTimeout(pool.DefaultDialTimeout),
-						redis.DialReadTimeout(pool.DefaultReadTimeout),
-						redis.DialWriteTimeout(pool.DefaultWriteTimeout))
+						redis.DialConnectTimeout(time.Second),
+						redis.DialReadTimeout(time.Second),
+						redis.DialWriteTimeout(time.Second))
 				},
 			}, addr)
 		}

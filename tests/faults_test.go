@@ -91,7 +91,7 @@ func TestTryLock_withTwoNodesPausedDoesNotWaitForThem(t *testing.T) {
 	// to the paused nodes before the "quickly" bound: only the early
 	// decision can make the calls return in time.
 	const nodeTimeout = 5 * time.Second
-	c := newClient(t, newPools(t, e.addrs, pool.WithReadTimeout(10*time.Second)), redlock.WithNodeTimeout(nodeTimeout))
+	c := newClient(t, newPools(t, e.addrs, pool.WithIOTimeout(10*time.Second)), redlock.WithNodeTimeout(nodeTimeout))
 	key := newKey(t)
 	for _, i := range []int{0, 3} {
 		require.NoError(t, e.nodes[i].Pause())
@@ -211,7 +211,7 @@ func TestTryLock_withANodeThatIsNotRedisReportsItAndWorksWithTheOthers(t *testin
 			// node timeout, makes it fail (rather than be left pending
 			// when the round's timer fires).
 			pools := append(append([]pool.Pool(nil), c.pools...),
-				newPools(t, []string{fake.Addr()}, pool.WithReadTimeout(200*time.Millisecond))...)
+				newPools(t, []string{fake.Addr()}, pool.WithIOTimeout(200*time.Millisecond))...)
 			cl := newClient(t, pools, redlock.WithNodeTimeout(3*time.Second))
 
 			// The four real nodes make a quorum.

@@ -27,7 +27,7 @@ const (
 	// testNodeTimeout is the client's node timeout unless a test needs
 	// another one.
 	testNodeTimeout = time.Second
-	// testReadTimeout is every pool's read timeout unless a test needs
+	// testReadTimeout is every pool's I/O timeout unless a test needs
 	// another one.
 	testReadTimeout = 2 * time.Second
 	// longTTL is a lock TTL that does not run out during a test.
@@ -60,7 +60,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // newPools returns one pool.New pool per address, closed when the test ends.
 func newPools(t testing.TB, addrs []string, opts ...pool.Option) []pool.Pool {
 	t.Helper()
-	opts = append([]pool.Option{pool.WithReadTimeout(testReadTimeout)}, opts...)
+	opts = append([]pool.Option{pool.WithIOTimeout(testReadTimeout)}, opts...)
 	pools := make([]pool.Pool, len(addrs))
 	for i, a := range addrs {
 		p, err := pool.New(a, opts...)

@@ -47,20 +47,27 @@ func TestNew_rejectsBadPoolsAndOptions(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
-// The usual way to end up with a nil pool: pool.New failed and its nil
-// *pool.Node went into the slice. New must report it, not panic.
+// wrappedPool is a caller's own Pool type, used through a pointer.
+type wrappedPool struct{ pool.Pool }
+
+// A nil pool in the slice, as a failed pool.New leaves it (a nil Pool) or
+// as a nil pointer of a caller's own Pool type (a typed nil): New must
+// report it, not panic.
 func TestNew_rejectsATypedNilPool(t *testing.T) {
 	good := newPools(t, []string{"127.0.0.1:1", "127.0.0.1:2"})
-	bad, err := pool.New("not an address")
+	failed, err := pool.New("not an address")
 	require.Error(t, err)
-	require.Nil(t, bad)
+	require.Nil(t, failed)
+	var typed *wrappedPool
 
-	var c *redlock.Client
-	require.NotPanics(t, func() {
-		c, err = redlock.New([]pool.Pool{good[0], bad, good[1]})
-	})
-	require.Nil(t, c)
-	require.ErrorContains(t, err, "pool 1 is nil")
+	for _, bad := range []pool.Pool{failed, typed} {
+		var c *redlock.Client
+		require.NotPanics(t, func() {
+			c, err = redlock.New([]pool.Pool{good[0], bad, good[1]})
+		})
+		require.Nil(t, c)
+		require.ErrorContains(t, err, "pool 1 is nil")
+	}
 }
 
 func TestTryLockAndLock_rejectBadArgumentsBeforeAskingAnyNode(t *testing.T) {

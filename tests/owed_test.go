@@ -15,7 +15,7 @@ func TestTryLock_failedWhileNodesStalledLeavesNoKeyBlockingOthers(t *testing.T) 
 	// The pools give up on a stalled node after 200ms and drop the
 	// connection; the node still runs the SET it had read when it comes
 	// back, long after every first release attempt timed out.
-	pools := newPools(t, e.addrs, pool.WithReadTimeout(200*time.Millisecond))
+	pools := newPools(t, e.addrs, pool.WithIOTimeout(200*time.Millisecond))
 	c := newClient(t, pools, redlock.WithNodeTimeout(50*time.Millisecond))
 	key := newKey(t)
 	stalled := []int{0, 2, 4}

@@ -44,7 +44,7 @@ const livenessTTL = time.Second
 func safetyClient(t *testing.T, sc *safetyCluster, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
 	opts = append([]redlock.Option{redlock.WithRestartSafety(livenessTTL)}, opts...)
-	return newClient(t, newPools(t, sc.addrs, pool.WithReadTimeout(testReadTimeout)), opts...)
+	return newClient(t, newPools(t, sc.addrs, pool.WithIOTimeout(testReadTimeout)), opts...)
 }
 
 // warmUp takes and releases a lock a few times with every node up, so

@@ -165,7 +165,7 @@ func newWorkerClient(spec workerSpec) (c *redlock.Client, clk *faults.Clock, clo
 		}
 	}
 	for _, a := range spec.Addrs {
-		p, err := pool.New(a, pool.WithReadTimeout(testReadTimeout))
+		p, err := pool.New(a, pool.WithIOTimeout(testReadTimeout))
 		if err != nil {
 			closePools()
 			return nil, nil, nil, err

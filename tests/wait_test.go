@@ -470,7 +470,7 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 	for range clients {
 		ps := make([]pool.Pool, len(e.addrs))
 		for i, a := range e.addrs {
-			p, err := pool.New(a, pool.WithReadTimeout(testReadTimeout))
+			p, err := pool.New(a, pool.WithIOTimeout(testReadTimeout))
 			require.NoError(t, err)
 			ps[i] = p
 		}

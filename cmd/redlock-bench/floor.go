@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
-
-	"github.com/quorumlock/redlock/pool"
 )
 
 // floorPhaseMax bounds the floor phase that follows the measurement in
@@ -36,9 +34,9 @@ func dialFloor(addrs []string, key string, ttl, nodeTimeout time.Duration) (*flo
 	f := &floor{key: key, ttlMs: ttl.Milliseconds(), hist: newHist()}
 	for _, addr := range addrs {
 		c, err := redis.Dial("tcp", addr,
-			redis.DialConnectTimeout(pool.DefaultDialTimeout),
+			redis.DialConnectTimeout(poolTimeout),
 			redis.DialReadTimeout(nodeTimeout),
-			redis.DialWriteTimeout(pool.DefaultWriteTimeout),
+			redis.DialWriteTimeout(poolTimeout),
 		)
 		if err != nil {
 			f.close()

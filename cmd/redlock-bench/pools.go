@@ -21,6 +21,10 @@ import (
 // dialling rather than one connection per call.
 const plainIdleExtra = 8
 
+// poolTimeout is pool.New's default dial and I/O timeout, which the
+// redigo connections of the plain pool and of the floor get too.
+const poolTimeout = time.Second
+
 // newPools returns one pool per node of the given kind, for a Client
 // that serves the given number of workers. On error it closes those it
 // made.
@@ -55,9 +59,9 @@ func plainPool(addr string, workers int) *redis.Pool {
 		IdleTimeout: time.Minute,
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
 			return redis.DialContext(ctx, "tcp", addr,
-				redis.DialConnectTimeout(pool.DefaultDialTimeout),
-				redis.DialReadTimeout(pool.DefaultReadTimeout),
-				redis.DialWriteTimeout(pool.DefaultWriteTimeout),
+				redis.DialConnectTimeout(poolTimeout),
+				redis.DialReadTimeout(poolTimeout),
+				redis.DialWriteTimeout(poolTimeout),
 			)
 		},
 	}
