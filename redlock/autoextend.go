@@ -40,17 +40,14 @@ type extender struct {
 // Client, where the lock just runs out.
 func (l *Lock) startExtender(cfg lockConfig) {
 	ctx := l.Context() // the extender stops when it ends
-	if !l.c.begin(1) {
-		return
-	}
 	e := &extender{interval: cfg.extendInterval(l.ttl), done: make(chan struct{})}
-	l.ext = e
-	go e.run(l, ctx)
+	if l.c.bg.goTracked(func() { e.run(l, ctx) }) {
+		l.ext = e
+	}
 }
 
 func (e *extender) run(l *Lock, ctx context.Context) {
 	c := l.c
-	defer c.bg.Done()
 	defer close(e.done)
 	t := c.cfg.clock.NewTimer(e.untilNext(l))
 	defer t.Stop()
@@ -59,7 +56,7 @@ func (e *extender) run(l *Lock, ctx context.Context) {
 		case <-t.C():
 		case <-ctx.Done():
 			return
-		case <-c.done:
+		case <-c.bg.closing():
 			return
 		}
 		if held, last := e.extend(l, ctx); !held || last {
@@ -141,7 +138,7 @@ func (e *extender) extend(l *Lock, ctx context.Context) (held, last bool) {
 		case <-ctx.Done():
 			t.Stop()
 			return false, true
-		case <-c.done:
+		case <-c.bg.closing():
 			t.Stop()
 			return false, true
 		}

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,10 +34,7 @@ type Client struct {
 	// The acquisition script's fixed arguments, boxed once.
 	refreshMs, slackMs, windowArg any
 
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed by Close; also stops automatic extension
-	bg     sync.WaitGroup
+	bg background // the work Close waits for (background.go)
 
 	// onExtend, when set (by tests, before any lock is taken), is called
 	// after each automatic extension attempt with its error.
@@ -85,7 +80,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		pools:    append([]pool.Pool(nil), pools...),
 		quorum:   len(pools)/2 + 1,
 		cfg:      cfg,
-		done:     make(chan struct{}),
+		bg:       newBackground(),
 		allStart: true,
 	}
 	c.notify.c = c
@@ -111,14 +106,9 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 // commands carry no deadline of their own; a release that waited for its
 // acquisition's SET can take twice that.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.done)
-	}
-	c.mu.Unlock()
+	c.bg.close()
 	c.notify.close()
-	c.bg.Wait()
+	c.bg.wait()
 	return nil
 }
 
@@ -130,17 +120,6 @@ func isNil(p pool.Pool) bool {
 	}
 	v := reflect.ValueOf(p)
 	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-// begin counts n background goroutines unless the client is closed.
-func (c *Client) begin(n int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.bg.Add(n)
-	return true
 }
 
 // validUntil is when a lock whose round began at start stops being valid:
@@ -305,64 +284,12 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any
 	return args
 }
 
-// roundToken returns the token of a round: a new random one, or for the
-// script round of a waiter that takes hand-offs, its hand-off token + "/"
-// + the round's number. A lock that waited can thus be released by its
-// token alone (Restore): the token names the Lock call and its hand-off
-// token (waitToken).
-func (c *Client) roundToken(w *waiter, plain bool) (string, error) {
-	if plain || w == nil || w.token == "" {
-		return newToken()
-	}
-	return w.token + "/" + strconv.Itoa(w.rounds+1), nil
-}
-
-// waitToken reads a token made for a Lock call that waited: its hand-off
-// token ("<call id>/<uuid>") or a round token of it ("<hand-off
-// token>/<round>"). It returns the call's id, and the hand-off token when
-// token is a round token; ok is false for any other token.
-func waitToken(token string) (id, handoff string, ok bool) {
-	id, rest, found := strings.Cut(token, "/")
-	if !found || !waiterID(id) {
-		return "", "", false
-	}
-	secret, round, isRound := strings.Cut(rest, "/")
-	if _, err := uuid.Parse(secret); err != nil || len(secret) != 36 {
-		return "", "", false
-	}
-	if !isRound {
-		return id, "", true
-	}
-	if n, err := strconv.Atoi(round); err != nil || n < 1 || strconv.Itoa(n) != round {
-		return "", "", false
-	}
-	return id, id + "/" + secret, true
-}
-
-// waiterID reports whether id has the form of a Lock call's id: a Client
-// id, a dot, a number in base 36.
-func waiterID(id string) bool {
-	cid, n, found := strings.Cut(id, ".")
-	return found && base36(cid) && base36(n)
-}
-
-func base36(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if (r < '0' || r > '9') && (r < 'a' || r > 'z') {
-			return false
-		}
-	}
-	return true
-}
-
 // newLock returns the handle of a lock acquired in round r (or by the
 // hand-offs that followed it), valid until until.
 func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
-	l := &Lock{c: c, key: key, token: token, acq: r, until: until, since: r.start,
+	l := &Lock{c: c, key: key, token: token, until: until, since: r.start,
 		parent: ctx, ttl: ttl, margin: cfg.margin}
+	l.after.add(r)
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.
 	if cfg.maxHold > 0 {

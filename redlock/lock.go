@@ -13,11 +13,10 @@ type Lock struct {
 	c     *Client
 	key   string
 	token string
-	acq   *round // the acquisition round; nil for a restored lock
-	// earlier are the Lock call's other rounds that had not settled when
-	// it got the lock: Extend and Unlock do not overtake them either.
-	earlier []*round
-	fence   uint64 // WithFencing: the fencing token; 0 without
+	// after are the rounds of the call that took the lock: Extend and
+	// Unlock do not overtake them on a node. Empty for a restored lock.
+	after pending
+	fence uint64 // WithFencing: the fencing token; 0 without
 	// waited is the queue id the lock was waited for with; its release
 	// drops any entry a node still has for it. "" when it did not wait.
 	waited string
@@ -108,38 +107,49 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.acq, alsoAfter: l.earlier})
+	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.after})
 	if err != nil {
 		return err
 	}
 	until := l.c.validUntil(r.start, ttl)
-	now := l.c.cfg.clock.Now()
-	if r.ok && until.After(now) {
-		// The newest round decides, also when its ttl is shorter: the
-		// nodes now expire the key by it.
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.cause != nil && !l.released {
-			return l.cause // the context ended while this round ran
-		}
-		if !l.released && !r.start.Before(l.since) { // an Unlock since then wins
-			l.until, l.since = until, r.start
-			l.extendedLocked() // the context's deadline moves too
-		}
-		return nil
+	if r.ok && until.After(l.c.cfg.clock.Now()) {
+		return l.extended(r, until)
 	}
+	return l.notExtended(ctx, r, until)
+}
+
+// extended moves the lock's validity to until after the successful
+// extension round r. The newest round decides, also when its ttl is
+// shorter: the nodes now expire the key by it.
+func (l *Lock) extended(r *round, until time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cause != nil && !l.released {
+		return l.cause // the context ended while this round ran
+	}
+	if !l.released && !r.start.Before(l.since) { // an Unlock since then wins
+		l.until, l.since = until, r.start
+		l.extendedLocked() // the context's deadline moves too
+	}
+	return nil
+}
+
+// notExtended returns the error of the failed extension round r (valid
+// until until had it counted); when a quorum said the key is no longer
+// ours, the lock ends with it.
+func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error {
 	if !r.ok {
 		// Nodes that failed without an answer may have restarted without
 		// their data: then the lock is gone from them.
 		l.c.restartedSince(ctx, r)
 	}
+	now := l.c.cfg.clock.Now()
 	e := l.c.quorumError(opExtend, l.key, r, ErrLockLost, 0)
 	if r.ok {
 		e.Validity = until.Sub(now)
 	}
 	if e.Count(NodeRefused) > len(e.Nodes)-e.Quorum {
-		// A quorum said the key is no longer ours: whatever validity was
-		// left is gone.
+		// Whatever validity was left is gone.
 		l.mu.Lock()
 		l.until, l.since = now, r.start // an older round's success cannot undo this
 		l.endLocked(e)                  // the lock's context ends with this error
@@ -177,7 +187,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
 	script, args := l.c.releaseCall(l.key, l.token, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
-	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.acq, alsoAfter: l.earlier})
+	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.after})
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (n *notifier) leave(w *waiter) {
 // drop unsubscribes kw if still no one waits for it.
 func (n *notifier) drop(kw *keyWait) {
 	n.mu.Lock()
-	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed || !n.c.begin(1) {
+	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed || !n.c.bg.add(1) {
 		n.mu.Unlock()
 		return
 	}
@@ -147,7 +147,7 @@ func (n *notifier) drop(kw *keyWait) {
 		delete(n.byChan, ch)
 	}
 	n.mu.Unlock()
-	defer n.c.bg.Done()
+	defer n.c.bg.end()
 	n.syncAll(kw)
 }
 
@@ -191,7 +191,7 @@ func (n *notifier) waitArmed(ctx context.Context, kw *keyWait) bool {
 		return n.armed(kw.key)
 	case <-t.C():
 	case <-ctx.Done():
-	case <-n.c.done:
+	case <-n.c.bg.closing():
 	}
 	return false
 }
@@ -214,7 +214,7 @@ func (n *notifier) startLocked() bool {
 	if len(subs) == 0 {
 		return true // announcements are never heard: waits use the back-off
 	}
-	if !n.c.begin(len(subs) + 1) {
+	if !n.c.bg.add(len(subs) + 1) {
 		return false
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -284,7 +284,7 @@ func (n *notifier) sync(s *subNode, chans []string) {
 // acknowledges SUBSCRIBE and closes), waits for the back-off first, so
 // that such a node is not dialled in a loop.
 func (n *notifier) run(s *subNode) {
-	defer n.c.bg.Done()
+	defer n.c.bg.end()
 	backoff := redialMin
 	for {
 		conn, err := s.sub.DialPubSub(n.ctx)
@@ -465,7 +465,7 @@ func (n *notifier) poke() {
 
 // pinger keeps the connections talking, so that a dead one is noticed.
 func (n *notifier) pinger() {
-	defer n.c.bg.Done()
+	defer n.c.bg.end()
 	t := time.NewTicker(pubsubPing)
 	defer t.Stop()
 	for {

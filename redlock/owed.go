@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -64,28 +63,12 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 	for k, i := range owed {
 		first[k] = d.start(i)
 	}
-	if !c.begin(1) {
-		// A closed Client: the first attempts are all there will be.
-		for _, ch := range first {
-			<-ch
-		}
-		for range r.pending {
-			if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
-				<-d.start(o.i)
-			}
-		}
-		return
+	// Each node is settled in a goroutine of its own, started by this
+	// one while it holds its count, so Close waits for them all.
+	settle := func(i int, answered bool, first chan result) {
+		c.bg.goHeld(func() { d.settle(i, answered, first) })
 	}
-	go func() {
-		defer c.bg.Done()
-		var wg sync.WaitGroup
-		settle := func(i int, answered bool, first chan result) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.settle(i, answered, first)
-			}()
-		}
+	if c.bg.goTracked(func() {
 		for k, i := range owed {
 			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
 		}
@@ -94,8 +77,18 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
-		wg.Wait()
-	}()
+	}) {
+		return
+	}
+	// A closed Client: the first attempts are all there will be.
+	for _, ch := range first {
+		<-ch
+	}
+	for range r.pending {
+		if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
+			<-d.start(o.i)
+		}
+	}
 }
 
 // releaseUnanswered goes on releasing, in the background, the nodes whose
@@ -108,22 +101,13 @@ func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Dur
 			owed = append(owed, i)
 		}
 	}
-	if len(owed) == 0 || !c.begin(1) {
+	if len(owed) == 0 {
 		return
 	}
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: r.op.script, args: r.op.args, until: c.cfg.clock.Now().Add(bound)}
-	go func() {
-		defer c.bg.Done()
-		var wg sync.WaitGroup
-		for _, i := range owed {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.settle(i, true, nil)
-			}()
-		}
-		wg.Wait()
-	}()
+	for _, i := range owed {
+		c.bg.goTracked(func() { d.settle(i, true, nil) })
+	}
 }
 
 // start sends one release attempt to node i; its result arrives on the
@@ -171,7 +155,7 @@ func (d *debt) settle(i int, acqAnswered bool, first chan result) {
 		t := clk.NewTimer(pause)
 		select {
 		case <-t.C():
-		case <-d.c.done:
+		case <-d.c.bg.closing():
 			t.Stop()
 			return
 		}

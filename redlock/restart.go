@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quorumlock/redlock/pool"
 )
@@ -163,11 +166,8 @@ func (c *Client) countReply(i int) (gen uint64, check bool, err error) {
 	}
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
-	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID}) && c.begin(1) {
-		go func() {
-			defer c.bg.Done()
-			c.mark(i, v.runID)
-		}()
+	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID}) {
+		c.bg.goTracked(func() { c.mark(i, v.runID) })
 	}
 	return 0, false, nil
 }
@@ -321,29 +321,71 @@ type answer struct {
 // than N-quorum nodes lost their data at once). Every node is then
 // counted and marked at once.
 func (c *Client) checkAll(ctx context.Context) {
-	n := len(c.pools)
-	answers := make(chan answer, n)
+	answers, n := c.startChecks(ctx)
+	got, start := c.firstAnswers(answers, n)
+	ok := 0
+	for _, a := range got {
+		if a.err == nil {
+			ok++
+		}
+	}
+	if ok >= c.quorum {
+		c.rs.settled.Store(true)
+	}
+	// A quorum answered and none of them has a marker: a new deployment.
+	fresh := ok >= c.quorum && !slices.ContainsFunc(got, func(a answer) bool { return a.err == nil && a.f.marker != "" })
+	if !fresh && c.freshBeingMarked(got) {
+		// Another Client may be marking a new deployment right now: ask
+		// the unmarked nodes again once its marks have landed.
+		c.askUnmarkedAgain(ctx, got, start)
+	}
+	adopt := func(a answer) {
+		if a.err == nil && c.adopt(a.i, a.f, fresh) {
+			c.mark(a.i, a.f.runID)
+		}
+		c.rs.checking[a.i].Store(false)
+	}
+	// Marked before they are counted: another Client that checks now
+	// sees the deployment as used.
+	var g errgroup.Group
+	for _, a := range got {
+		g.Go(func() error { adopt(a); return nil })
+	}
+	_ = g.Wait()
+	if late := n - len(got); late > 0 {
+		c.bg.goTracked(func() {
+			for range late {
+				adopt(<-answers)
+			}
+		})
+	}
+}
+
+// startChecks checks every node in the background; the answers arrive on
+// the channel, n of them.
+func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
+	n = len(c.pools)
+	answers = make(chan answer, n)
 	for i := range c.pools {
 		c.rs.checking[i].Store(true)
-		if !c.begin(1) {
-			c.rs.checking[i].Store(false)
-			n--
-			continue
-		}
-		go func() {
-			defer c.bg.Done()
+		if !c.bg.goTracked(func() {
 			f, err := c.checkNode(ctx, i, "")
 			answers <- answer{i, f, err}
-		}()
+		}) {
+			c.rs.checking[i].Store(false)
+			n--
+		}
 	}
-	// Once a quorum answered (or so many failed that none can), the others
-	// get a short grace, so that a healthy node is not left unchecked for
-	// the first round, while a stalled one costs the first acquisition
-	// little.
-	var got []answer
+	return answers, n
+}
+
+// firstAnswers collects the answers of startChecks. Once a quorum answered
+// (or so many failed that none can), the others get a short grace, so
+// that a healthy node is not left unchecked for the first round, while a
+// stalled one costs the first acquisition little.
+func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, start time.Time) {
 	var grace <-chan time.Time
 	start, ok := c.cfg.clock.Now(), 0
-collect:
 	for len(got) < n {
 		select {
 		case a := <-answers:
@@ -358,60 +400,25 @@ collect:
 				grace = t.C()
 			}
 		case <-grace:
-			break collect
+			return got, start
 		}
 	}
-	fresh := ok >= c.quorum
-	if fresh {
-		c.rs.settled.Store(true)
+	return got, start
+}
+
+// askUnmarkedAgain checks again, after a grace, the nodes among got that
+// answered without a marker.
+func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, start time.Time) {
+	t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
+	select {
+	case <-t.C():
+	case <-c.bg.closing():
+		t.Stop()
 	}
-	take := func(a answer) {
-		if a.err == nil {
-			fresh = fresh && a.f.marker == ""
+	for k, a := range got {
+		if a.err == nil && a.f.marker == "" {
+			got[k].f, got[k].err = c.checkNode(ctx, a.i, "")
 		}
-	}
-	for _, a := range got {
-		take(a)
-	}
-	adopt := func(a answer) {
-		if a.err == nil && c.adopt(a.i, a.f, fresh) {
-			c.mark(a.i, a.f.runID)
-		}
-		c.rs.checking[a.i].Store(false)
-	}
-	if !fresh && c.freshBeingMarked(got) {
-		// Another Client may be marking a new deployment right now: ask
-		// the unmarked nodes again once its marks have landed.
-		t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
-		select {
-		case <-t.C():
-		case <-c.done:
-			t.Stop()
-		}
-		for k, a := range got {
-			if a.err == nil && a.f.marker == "" {
-				got[k].f, got[k].err = c.checkNode(ctx, a.i, "")
-			}
-		}
-	}
-	// Marked before they are counted: another Client that checks now
-	// sees the deployment as used.
-	var wg sync.WaitGroup
-	for _, a := range got {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			adopt(a)
-		}()
-	}
-	wg.Wait()
-	if late := n - len(got); late > 0 && c.begin(1) {
-		go func() {
-			defer c.bg.Done()
-			for range late {
-				adopt(<-answers)
-			}
-		}()
 	}
 }
 
@@ -454,28 +461,20 @@ func (c *Client) recheck(i int) {
 		// No check of all nodes has had a quorum answer yet (they were
 		// down when the Client started): check them all again.
 		if c.rs.allBusy.CompareAndSwap(false, true) {
-			if !c.begin(1) {
-				c.rs.allBusy.Store(false)
-				return
-			}
-			go func() {
-				defer c.bg.Done()
+			if !c.bg.goTracked(func() {
 				defer c.rs.allBusy.Store(false)
 				c.checkAll(context.Background())
 				c.notify.poke()
-			}()
+			}) {
+				c.rs.allBusy.Store(false)
+			}
 		}
 		return
 	}
 	if !c.rs.checking[i].CompareAndSwap(false, true) {
 		return
 	}
-	if !c.begin(1) {
-		c.rs.checking[i].Store(false)
-		return
-	}
-	go func() {
-		defer c.bg.Done()
+	if !c.bg.goTracked(func() {
 		defer c.rs.checking[i].Store(false)
 		if f, err := c.checkNode(context.Background(), i, ""); err == nil {
 			if c.adopt(i, f, false) {
@@ -483,7 +482,9 @@ func (c *Client) recheck(i int) {
 			}
 			c.notify.poke() // a hand-off from the node may count now
 		}
-	}()
+	}) {
+		c.rs.checking[i].Store(false)
+	}
 }
 
 // adopt turns node i's check into the Client's view of it; fresh says

@@ -19,13 +19,10 @@ type op struct {
 	// status reads a node's reply: NodeOK, NodeRefused, or NodeFailed
 	// with the node's error.
 	status func(addr string, reply any, err error) (NodeStatus, error)
-	// after, when set, is the acquisition round of the lock: on a node
-	// that had not answered it by its decision, the command waits until
-	// that round has settled. alsoAfter are earlier rounds of the same
-	// Lock call that had not settled when it got the lock: the same holds
-	// for them.
-	after     *round
-	alsoAfter []*round
+	// after are the rounds the command must not overtake (the lock's
+	// acquisition): on a node that one of them has not settled on, the
+	// command waits until they have.
+	after pending
 	// keep makes the round record each node's raw reply (in replies) as
 	// of its decision; the fenced acquisition reads the counters there.
 	keep bool
@@ -112,7 +109,7 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 		}
 		close(r.settled)
 	}
-	r.c.bg.Done()
+	r.c.bg.end()
 }
 
 // unsettled reports whether node i had not answered r when it was decided
@@ -121,46 +118,28 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 // on that node: it would find nothing, and the late command would then
 // land and stay.
 func (r *round) unsettled(i int) bool {
-	if r == nil || !r.sent || r.nodes[i].Status != NodePending {
-		return false
+	return r != nil && r.sent && r.nodes[i].Status == NodePending && !r.settledAll()
+}
+
+// settledAll reports whether every node has answered r (or it was not
+// sent).
+func (r *round) settledAll() bool {
+	if !r.sent {
+		return true
 	}
 	select {
 	case <-r.settled:
-		return false
-	default:
 		return true
+	default:
+		return false
 	}
 }
 
-// waits reports whether the command must wait before it goes to node i:
-// a round it follows has not settled there.
-func (o *op) waits(i int) bool {
-	return o.after.unsettled(i) || unsettledOn(i, o.alsoAfter...)
-}
-
-// unsettledOn reports whether one of rounds has not settled on node i.
-func unsettledOn(i int, rounds ...*round) bool {
-	for _, r := range rounds {
-		if r.unsettled(i) {
-			return true
-		}
-	}
-	return false
-}
-
-// awaitSettled waits until every round the command follows has settled.
-func (o *op) awaitSettled() {
-	awaitSettled(o.after)
-	awaitSettled(o.alsoAfter...)
-}
-
-// awaitSettled waits until each round that was sent has settled: each
-// call is bounded by the node timeout.
-func awaitSettled(rounds ...*round) {
-	for _, r := range rounds {
-		if r != nil && r.sent {
-			<-r.settled
-		}
+// await waits until every node has answered r, when it was sent: each
+// node call is bounded by the node timeout.
+func (r *round) await() {
+	if r != nil && r.sent {
+		<-r.settled
 	}
 }
 
@@ -177,6 +156,21 @@ func awaitSettled(rounds ...*round) {
 // timeout. Replies after the decision arrive on r.late; every call is
 // counted in c.bg, so Close waits for them.
 func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
+	r := c.newRound(o)
+	if err := ctx.Err(); err != nil && !always {
+		r.cause, r.start = err, c.cfg.clock.Now()
+		return r, nil
+	}
+	if !c.bg.add(len(c.pools)) {
+		return nil, pool.ErrClosed
+	}
+	r.sendAll(ctx)
+	r.decide(ctx)
+	return r, nil
+}
+
+// newRound returns a round of o, not sent yet.
+func (c *Client) newRound(o op) *round {
 	n := len(c.pools)
 	r := &round{
 		c:       c,
@@ -193,34 +187,38 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 		r.nodes[i].Addr = p.Addr()
 		r.calls[i] = nodeCall{r: r, i: i}
 	}
-	if err := ctx.Err(); err != nil && !always {
-		r.cause = err
-		r.start = c.cfg.clock.Now()
-		return r, nil
-	}
-	if !c.begin(n) {
-		return nil, pool.ErrClosed
-	}
-	r.left.Store(int32(n))
+	return r
+}
+
+// sendAll sends the round's command to every node, each counted in the
+// Client's background work until its reply: a command that follows
+// rounds not settled on its node waits for them in a goroutine of its own.
+func (r *round) sendAll(ctx context.Context) {
+	c := r.c
+	r.left.Store(int32(len(c.pools)))
 	r.sent = true
 	if !c.allStart {
 		r.ctx, r.cancel = c.nodeContext(ctx)
 	}
 	r.start = c.cfg.clock.Now()
 	for i := range c.pools {
-		if r.op.waits(i) {
+		if r.op.after.on(i) {
 			go func() {
-				r.op.awaitSettled()
+				r.op.after.await()
 				r.send(i, true)
 			}()
 			continue
 		}
 		r.send(i, false)
 	}
+}
 
-	timer := c.cfg.clock.NewTimer(c.cfg.nodeTimeout)
+// decide reads replies until the outcome is decided (see run), the node
+// timeout passes, or ctx ends.
+func (r *round) decide(ctx context.Context) {
+	timer := r.c.cfg.clock.NewTimer(r.c.cfg.nodeTimeout)
 	defer timer.Stop()
-	r.pending = n
+	r.pending = len(r.nodes)
 	for !r.decided() {
 		select {
 		case o := <-r.late:
@@ -232,15 +230,14 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 			// are marked as timed out.
 			r.drain()
 			r.timedOut()
-			r.ok = r.okCount >= c.quorum
-			return r, nil
+			r.ok = r.okCount >= r.c.quorum
+			return
 		case <-ctx.Done():
 			r.cause = ctx.Err()
-			return r, nil
+			return
 		}
 	}
-	r.ok = r.okCount >= c.quorum
-	return r, nil
+	r.ok = r.okCount >= r.c.quorum
 }
 
 // decided reports whether the replies read so far decide the round: a

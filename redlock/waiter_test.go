@@ -66,8 +66,6 @@ func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
 func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5, WithDriftFactor(0))
 	const ttl = 10 * time.Second
-	cfg, err := c.lockConfig("k", ttl, nil)
-	require.NoError(t, err)
 	w := newTestWaiter(t, c, clk.Now())
 	w.rounds, w.last = 1, &round{start: clk.Now()}
 	round := clk.Now()
@@ -75,9 +73,9 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	for i := range 2 {
 		w.signal(i, w.id+" 1")
 	}
-	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w), "2 nodes are not a quorum")
+	require.Nil(t, w.handoff(context.Background()), "2 nodes are not a quorum")
 	w.signal(2, w.id+" 1")
-	l := c.handoff(context.Background(), "k", ttl, cfg, w)
+	l := w.handoff(context.Background())
 	require.NotNil(t, l)
 	require.Equal(t, w.token, l.Token())
 	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
@@ -85,9 +83,9 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 
 	// Less than half the TTL left: a round takes the key afresh.
 	clk.Advance(2*time.Second - driftFloor - time.Millisecond) // 5s+1ms left
-	require.NotNil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+	require.NotNil(t, w.handoff(context.Background()))
 	clk.Advance(2 * time.Millisecond)
-	require.Nil(t, c.handoff(context.Background(), "k", ttl, cfg, w))
+	require.Nil(t, w.handoff(context.Background()))
 }
 
 func TestSleep(t *testing.T) {
@@ -95,7 +93,7 @@ func TestSleep(t *testing.T) {
 	ctx := context.Background()
 	startW := func(w *waiter, d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
 		done := make(chan error, 1)
-		go func() { done <- c.sleep(ctx, w, d, need, namedOnly) }()
+		go func() { done <- w.await(ctx, d, need, namedOnly) }()
 		require.True(t, clk.WaitTimers(1, nil))
 		return w, done
 	}
@@ -189,16 +187,20 @@ func TestSleep(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWaiter(t, c, clk.Now())
 		done := make(chan error, 1)
-		go func() { done <- c.sleep(ctx, w, time.Hour, 3, false) }()
+		go func() { done <- w.await(ctx, time.Hour, 3, false) }()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 	})
 }
 
-// newTestWaiter returns a waiter that takes hand-offs.
+// newTestWaiter returns a waiter for key "k" with a TTL of 10s that takes
+// hand-offs.
 func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
 	t.Helper()
-	w, err := c.newWaiter(since, true)
+	const ttl = 10 * time.Second
+	cfg, err := c.lockConfig("k", ttl, nil)
+	require.NoError(t, err)
+	w, err := c.newWaiter("k", ttl, cfg, since)
 	require.NoError(t, err)
 	return w
 }
@@ -256,22 +258,27 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
 	w := newTestWaiter(t, c, clk.Now())
 	for _, r := range []*round{r1, r2, {start: clk.Now()}} { // the last was never sent
-		c.queuedBy(w, r)
+		w.queuedBy(r)
 	}
-	require.Equal(t, []*round{r1, r2}, w.unsettled())
-	require.Equal(t, []*round{r1}, w.earlier(r2))
+	require.Equal(t, r2, w.sent.last)
+	require.Equal(t, []*round{r1}, w.sent.earlier)
 
-	o := op{after: r2, alsoAfter: w.earlier(r2)}
-	require.True(t, o.waits(0))
-	require.True(t, o.waits(1), "r1 is pending on node 1")
+	o := op{after: w.sent}
+	require.True(t, o.after.on(0))
+	require.True(t, o.after.on(1), "r1 is pending on node 1")
 	close(r1.settled)
-	require.False(t, o.waits(1))
-	require.True(t, o.waits(0), "r2 is pending on node 0")
+	require.False(t, o.after.on(1))
+	require.True(t, o.after.on(0), "r2 is pending on node 0")
 	close(r2.settled)
-	require.False(t, o.waits(0))
-	o.awaitSettled() // returns: both settled, and an unsent round is not waited for
-	require.Empty(t, w.unsettled())
-	awaitSettled(&round{settled: make(chan struct{})}) // never sent: does not block
+	require.False(t, o.after.on(0))
+	o.after.await() // returns: both settled
+
+	// A new round drops the settled ones.
+	r3 := pendingRound()
+	w.queuedBy(r3)
+	require.Equal(t, r3, w.sent.last)
+	require.Empty(t, w.sent.earlier)
+	(&round{settled: make(chan struct{})}).await() // never sent: does not block
 }
 
 // all counts every node.
