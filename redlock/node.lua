@@ -2,7 +2,7 @@
 -- and the marker a Client left on it once the node could be counted.
 -- KEYS[1] the marker key; ARGV[1] a run id, or "": when it is the node's
 -- run id, the node is marked with it first.
--- Returns {run id, uptime in whole seconds, marker}; the marker is left
+-- Returns {run id, uptime_in_seconds as INFO says, marker}; the marker is left
 -- out when the node has none.
 local info = redis.call("INFO", "server")
 local id = string.match(info, "run_id:(%x+)")

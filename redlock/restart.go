@@ -233,7 +233,7 @@ func (e *restartedError) Unwrap() error { return ErrNodeRestarted }
 // nodeFacts is a node's answer to the restart check.
 type nodeFacts struct {
 	runID  string
-	uptime time.Duration // whole seconds: at most the true uptime
+	uptime time.Duration // at most the true uptime (uptimeFloor)
 	marker string        // "" when the node has none
 	gen    uint64
 	at     time.Time // when the answer came, on the Client's clock
@@ -282,6 +282,15 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
 }
 
+// uptimeFloor is the least true uptime of a node that reports up seconds.
+// Redis reports the difference of two times each cut to a whole second,
+// the start and the present, which exceeds the true uptime by up to a
+// second (started at 9.9s, asked at 10.0s: 1s). Counted from the report
+// alone, a restarted node would count up to a second early.
+func uptimeFloor(up int64) time.Duration {
+	return max(time.Duration(up-1)*time.Second, 0)
+}
+
 // parseFacts reads {run id, uptime, marker}.
 func parseFacts(reply any) (nodeFacts, error) {
 	vs, ok := reply.([]any)
@@ -293,7 +302,7 @@ func parseFacts(reply any) (nodeFacts, error) {
 	if !ok1 || !ok2 || id == "" || up < 0 {
 		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	f := nodeFacts{runID: id, uptime: time.Duration(up) * time.Second}
+	f := nodeFacts{runID: id, uptime: uptimeFloor(up)}
 	if len(vs) == 3 {
 		f.marker, _ = replyString(vs[2])
 	}
@@ -533,7 +542,7 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 		return false
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	found := false
 	for i, n := range r.nodes {
 		if n.Status != NodeFailed || replied(n.Err) {
@@ -543,25 +552,24 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 		if old == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			f, err := c.checkNode(ctx, i, "")
 			if err != nil || f.runID == old.runID {
-				return
+				return nil
 			}
 			kept := c.cfg.durable && f.marker != ""
 			c.adopt(i, f, false)
 			if kept {
-				return
+				return nil
 			}
 			mu.Lock()
 			r.nodes[i].Status = NodeRefused
 			r.nodes[i].Err = fmt.Errorf("%w %v ago: the lock is gone from it", ErrNodeRestarted, f.uptime)
 			found = true
 			mu.Unlock()
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return found
 }
