@@ -7,9 +7,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/quorumlock/redlock/clock"
@@ -34,7 +33,8 @@ type Client struct {
 	// The acquisition script's fixed arguments, boxed once.
 	refreshMs, slackMs, windowArg any
 
-	bg background // the work Close waits for (background.go)
+	bg     background // the work Close waits for (background.go)
+	timers sync.Pool  // spare clock.Timers for rounds (Client.timer)
 
 	// onExtend, when set (by tests, before any lock is taken), is called
 	// after each automatic extension attempt with its error.
@@ -152,8 +152,8 @@ func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (l
 	if err := c.checkTTL(ttl); err != nil {
 		return cfg, err
 	}
-	for _, o := range opts {
-		o.applyLock(&cfg)
+	if len(opts) > 0 {
+		cfg = cfg.with(opts)
 	}
 	if cfg.minValidity < 0 {
 		return cfg, fmt.Errorf("redlock: minimum validity %v must not be negative", cfg.minValidity)
@@ -170,29 +170,15 @@ func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (l
 	return cfg, nil
 }
 
-// newToken returns 122 random bits from crypto/rand as a UUID string.
-func newToken() (string, error) {
-	u, err := uuid.NewRandom()
-	if err != nil {
-		return "", fmt.Errorf("redlock: generating a token: %w", err)
-	}
-	return u.String(), nil
-}
-
-// TryLock makes one attempt to take key for ttl on a quorum of nodes. It
-// sends SET key token NX PX ttl to every node at once and returns as soon as
-// the outcome is decided, without waiting for nodes that cannot change it.
-// The lock's validity is ttl minus the time the round took minus the drift
-// allowance (ttl*driftFactor + 2ms); the acquisition succeeds only with a
-// quorum and positive validity (above WithMinValidity when given).
-//
-// On failure every node that may hold the new token is released, including
-// nodes that reply after the decision (in the background), and the error
-// is a *QuorumError matching ErrNotAcquired that tells node by node whether
-// the key was held by another owner or the node failed. A ctx that ends
-// first adds ctx.Err() to the chain. Invalid arguments (empty key, ttl not
-// above the drift allowance) return an error before any node is asked;
-// after Close it returns pool.ErrClosed.
+// TryLock makes one attempt to take key for ttl: SET key token NX PX ttl on
+// every node at once, decided as soon as the outcome is known. It
+// succeeds with a quorum and positive validity (ttl less the round's time
+// and the drift allowance; above WithMinValidity when given). On failure
+// it releases every node that may hold the token, also in the background,
+// and returns a *QuorumError matching ErrNotAcquired that tells node by
+// node what happened (with ctx.Err() when ctx ended first). Bad arguments
+// fail before any node is asked; a closed Client returns pool.ErrClosed.
+// See docs/algorithm.md.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext

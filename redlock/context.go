@@ -30,38 +30,15 @@ func (c *lockContext) Deadline() (time.Time, bool) {
 	return c.deadline, !c.deadline.IsZero()
 }
 
-// Context returns a context that lives while the lock is known to be held
-// and ends with a cause, read with context.Cause:
-//
-//   - ErrExpired when the validity ends (Until), minus the safety margin
-//     of WithSafetyMargin, or when the WithMaxHold limit is reached;
-//   - ErrReleased once Unlock is called;
-//   - an error matching ErrLockLost (the *QuorumError of the extension)
-//     when an extension finds the key no longer ours on so many nodes that
-//     no quorum holds it, or when automatic extension cannot reach a
-//     quorum (see WithAutoExtend).
-//
-// Err returns context.Canceled in every case; the cause says why. The
-// context carries the values of the context given to TryLock or Lock, but
-// not its cancellation or deadline. Its Deadline is the moment it will end
-// unless the lock is extended; a successful Extend moves it. Timers run on
-// the Client's clock. (A child made by context.WithTimeout or WithDeadline
-// for a time later than the current deadline drops its own as redundant,
-// so after an extension it ends with the lock's context, not at its time.)
-//
-// A manual Extend that fails without proof of loss (nodes unreachable) does
-// not end the context: the lock is still valid until its deadline, and the
-// caller may try again. The context of a lock restored with Restore ends at
-// once (ErrExpired) unless Extend succeeded first: its validity is unknown.
-//
-// Every call returns the same context. It is made on the first call (or at
-// acquisition, with automatic extension), so locks that never ask for it
-// pay nothing. A context made after the lock ended is born ended, with the
-// cause that ended it.
-//
-// An ended context says the lock may be gone; a live one cannot promise
-// that it still is by the time the caller acts on it. See the package
-// documentation, "Critical sections".
+// Context returns a context that lives while the lock is known to be held.
+// It ends with a cause (context.Cause): ErrExpired when the validity, less
+// WithSafetyMargin, runs out or WithMaxHold is reached; ErrReleased on
+// Unlock; a *QuorumError matching ErrLockLost when an extension proves the
+// loss or automatic extension cannot reach a quorum. Its Deadline moves
+// with each Extend; it keeps the acquiring context's values, not its
+// cancellation. It is made on first use; every call returns the same one.
+// A live context cannot promise the lock is still held when the caller
+// acts: see docs/critical-sections.md.
 func (l *Lock) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()

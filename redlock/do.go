@@ -7,36 +7,14 @@ import (
 )
 
 // Do runs fn while holding key: it waits for the lock as Lock does, calls
-// fn with the lock's context (see Lock.Context), extends the lock in the
-// background while fn runs (every ttl/3 unless WithAutoExtend says
-// otherwise), and releases the lock when fn returns. ctx bounds the wait
-// and lends its values to fn's context. fn's context ends when the lock's
-// context does, and also when ctx ends: a caller that shuts down stops fn
-// too (the cause is then ctx's), and the lock is released when fn returns.
-//
-// When the lock ends before fn returns (lost, not extended in time, or a
-// limit set with WithMaxHold reached), fn's context is
-// cancelled at once, and Do returns fn's error joined with the cause
-// (ErrLockLost or ErrExpired; errors.Is matches both). fn must watch its
-// context: Do cannot stop a function that ignores it. Such a function that
-// never returns keeps the lock for as long as extensions succeed, which is
-// what WithMaxHold bounds: past it the lock is no
-// longer extended and runs out.
-//
-// When fn returned while the lock was held and Unlock then fails (it found
-// fewer than a quorum still holding our token, or the Client was closed),
-// Do returns fn's error joined with Unlock's: the work ran, but the lock
-// could not be shown to have been ours to the end, or could not be freed.
-// Otherwise Do returns fn's error as it is.
-//
-// When fn panics, Do releases the lock and the panic goes on, with its
-// own value and stack. The release is sent whatever ctx says, with ctx's
-// values, and is bounded by the node timeout.
-//
-// Errors before fn runs are those of Lock: the lock was not acquired, or
-// an argument or option is invalid; fn is then not called. Nor is it when
-// the validity left after acquiring is within WithSafetyMargin: Do then
-// releases the lock and returns ErrExpired.
+// fn with a context that ends when the lock's does (Lock.Context) or ctx
+// does, extends the lock while fn runs (every ttl/3 unless WithAutoExtend
+// says otherwise), and releases it when fn returns or panics. fn's error
+// comes back joined with the cause when the lock ended first (ErrLockLost,
+// ErrExpired), or with Unlock's error when the release failed. fn is not
+// called when the lock is not acquired (Lock's errors) or too little of
+// its validity is left (ErrExpired). fn must watch its context; WithMaxHold
+// bounds a fn that never returns. See docs/critical-sections.md.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if fn == nil {
 		return errors.New("redlock: Do needs a function to run")

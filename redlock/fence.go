@@ -23,25 +23,13 @@ const EpochKey = "redlock:epoch"
 func FenceKey(key string) string { return key + ":fence" }
 
 // WithFencing makes TryLock and Lock mint a fencing token with the lock
-// (Lock.Fence). It costs a second quorum round, and more when a
-// write-back is refused, which is rare. The acquisition reads each node's
-// fence counter for the key atomically with SET NX, takes the largest
-// counter among the nodes that granted the lock plus one, and writes it
-// back before returning. A node takes the fence only when it is above its
-// counter. The write-back must be taken by a quorum; when a round falls
-// short with refusals among its replies, it is repeated with one more
-// than the largest refusing counter (3 rounds at most). The time of all
-// rounds counts against the validity. When no write-back round reaches a
-// quorum, the lock is released and the acquisition fails with
-// ErrNotAcquired (a *QuorumError with Op "fence").
-//
-// For one key, as long as the nodes keep their fence counters
-// (docs/fencing.md), no two fenced locks share a fence, and a lock
-// acquired after another fenced lock was acquired (its TryLock or Lock
-// returned) has a strictly larger fence. Only the order, not the
-// uniqueness, depends on mutual exclusion. Fences order only fenced
-// acquisitions: every holder of a key that writes to the fenced resource
-// must use WithFencing, with this version of the library or a later one.
+// (Lock.Fence): one more than the largest fence counter of the key among
+// the nodes that granted it, written back to a quorum before the call
+// returns (a second round, rarely more). While the nodes keep their
+// counters, a fenced lock taken after another got a strictly larger
+// fence. Every holder of a key that writes to the fenced resource must use
+// it. When no write-back reaches a quorum the lock is released and the
+// call fails with ErrNotAcquired (Op "fence"). See docs/fencing.md.
 func WithFencing() LockOption {
 	return lockOption(func(c *lockConfig) { c.fencing = true })
 }

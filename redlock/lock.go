@@ -75,19 +75,13 @@ func (l *Lock) Validity() time.Duration {
 	return 0
 }
 
-// Extend gives the lock a new ttl on every node that still holds our token,
-// and never re-creates a key that expired or was taken. With a quorum the
-// validity is recomputed from this round exactly as at acquisition and
-// Until moves. With fewer than a quorum still holding the token it returns
-// a *QuorumError matching ErrLockLost (nodes that did not answer count as
-// not holding it). After Unlock it returns ErrReleased; on a closed Client,
-// pool.ErrClosed; for a bad ttl, an error naming it.
-//
-// A successful Extend moves the deadline of the lock's context; one that
-// finds the key no longer ours on more than N-quorum nodes ends it with
-// the returned error (see Context). Once the lock's context has ended
-// (lost or expired), Extend returns its cause and asks no node: a holder
-// that was told to stop is never given the lock back.
+// Extend gives the lock a new ttl on every node that still holds its token,
+// never re-creating a key; with a quorum the validity is counted again from
+// this round, Until and the context's deadline move. With fewer than a
+// quorum it returns a *QuorumError matching ErrLockLost, and when a quorum
+// said the key is no longer ours the lock's context ends with it. Once the
+// context has ended it returns the cause and asks no node; after Unlock,
+// ErrReleased; on a closed Client, pool.ErrClosed. See docs/algorithm.md.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(ctx); err != nil {
 		return err
@@ -158,17 +152,13 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 	return e
 }
 
-// Unlock releases the lock: on every node it deletes the key only if it
-// still holds our token, so it never touches another owner's lock. It
-// returns once a quorum has released (nodes that answer later are released
-// in the background). With fewer than a quorum releasing, it returns a
-// *QuorumError matching ErrLockLost: the lock had expired or been lost
-// before Unlock, or the nodes did not answer. A ctx that ends first (or
-// has already ended) adds ctx.Err(); the release is still sent to every
-// node, bounded by the node timeout. On a closed Client it returns pool.ErrClosed.
-//
-// Unlock first ends the lock's context with ErrReleased and waits for
-// automatic extension, if any, to stop.
+// Unlock ends the lock's context (ErrReleased), stops automatic extension,
+// and deletes the key on every node that still holds the token, never
+// another owner's. It returns once a quorum released; silent nodes are
+// released in the background. With fewer than a quorum it returns a
+// *QuorumError matching ErrLockLost; ErrNotAnnounced when the release was
+// not announced. The release goes out even when ctx has ended (ctx.Err()
+// joins the error); a closed Client returns pool.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(ctx); err != nil {
 		return err

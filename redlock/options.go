@@ -92,26 +92,14 @@ func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.nodeTimeout = d })
 }
 
-// WithHandoffWindow turns on queueing, and sets how long a release keeps
-// the key for a waiter that cannot take a hand-off. Waiting Lock calls
-// queue on every node, in the order they began waiting, so that the lock
-// goes to the waiter that has waited longest instead of to whoever asks
-// first (the releasing worker, most often). A release gives the key, on
-// each node, to the head of that node's queue: it sets the head's own
-// token with the head's TTL and announces it, and a waiter that hears of
-// it from a quorum holds the lock without asking again. A fenced Lock
-// call (WithFencing) gets a reservation instead, for at most d: its next
-// round takes the key, and everyone else's is refused until then or until
-// d passes. Either only adds refusals: a node still writes a token only
-// over nothing or what is kept for the writer, so mutual exclusion is as
-// before. See docs/waiting.md.
-//
-// Default: the node timeout, at most 100ms (50ms with the default node
-// timeout): time enough for the head to hear of the release and ask. A
-// longer window keeps the order under worse delays; a key whose head does
-// not come (it vanished, or cannot reach a quorum) stays idle that long.
-// d = 0 turns queueing off: a release wakes every waiter and the fastest
-// wins. New rejects a negative d, or one under 1ms.
+// WithHandoffWindow sets how long a release keeps the key for the waiter
+// at the head of the nodes' queue when that waiter cannot take a hand-off
+// at once (a fenced Lock); waiting Lock calls queue on every node in the
+// order they began, and a release hands the key to the longest waiter.
+// Default: the node timeout, at most 100ms. 0 turns queueing off: a
+// release wakes every waiter and the fastest wins. New rejects a negative
+// d or one under 1ms. Mutual exclusion does not depend on it; see
+// docs/waiting.md.
 func WithHandoffWindow(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.window = d })
 }
@@ -170,6 +158,14 @@ func WithAutoExtend(interval time.Duration) LockOption {
 // ErrExpired then at the latest. Default 0: no limit.
 func WithMaxHold(d time.Duration) LockOption {
 	return lockOption(func(c *lockConfig) { c.maxHold = d })
+}
+
+// with returns c with opts applied.
+func (c lockConfig) with(opts []LockOption) lockConfig {
+	for _, o := range opts {
+		o.applyLock(&c)
+	}
+	return c
 }
 
 // extendInterval is the automatic extension interval for ttl.

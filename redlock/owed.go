@@ -73,7 +73,7 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
 		}
 		for range r.pending {
-			if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
+			if o := r.next(); o.status != NodeRefused && maySent(o.err) {
 				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
@@ -85,7 +85,7 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 		<-ch
 	}
 	for range r.pending {
-		if o := <-r.late; o.status != NodeRefused && maySent(o.err) {
+		if o := r.next(); o.status != NodeRefused && maySent(o.err) {
 			<-d.start(o.i)
 		}
 	}

@@ -3,11 +3,13 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
+	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -31,6 +33,7 @@ type op struct {
 	gate bool
 }
 
+// outcome is one node's reply to a round.
 type outcome struct {
 	i      int
 	status NodeStatus
@@ -38,31 +41,41 @@ type outcome struct {
 	reply  any // the raw reply, only when the op keeps replies
 }
 
+// inlineNodes is how many nodes a round keeps inside its own allocation;
+// more take slices of their own.
+const inlineNodes = 7
+
 // round is one quorum round: a command sent to every node at once.
 type round struct {
 	c        *Client
 	op       op
-	start    time.Time     // read before the first command was sent
-	nodes    []NodeResult  // outcomes known when the round was decided
-	replies  []any         // with op.keep: the raw replies known at the decision
-	calls    []nodeCall    // one receiver per node
-	ok       bool          // a quorum did what was asked
-	cause    error         // the caller's context error, when it ended the round
-	pending  int           // nodes that had not replied at the decision
-	okCount  int           // replies read before the decision that did what was asked
-	badCount int           // replies read before the decision that refused or failed
-	sent     bool          // the command went out (not when ctx had ended before)
-	late     chan outcome  // every reply lands here; the decided round leaves the late ones
-	settled  chan struct{} // closed when every node has replied
-	left     atomic.Int32  // nodes yet to reply
+	start    time.Time    // read before the first command was sent
+	nodes    []NodeResult // outcomes known when the round was decided
+	replies  []any        // with op.keep: the raw replies known at the decision
+	calls    []nodeCall   // one receiver per node
+	ok       bool         // a quorum did what was asked
+	cause    error        // the caller's context error, when it ended the round
+	pending  int          // nodes that had not replied at the decision
+	okCount  int          // replies read before the decision that did what was asked
+	badCount int          // replies read before the decision that refused or failed
+	sent     bool         // the command went out (not when ctx had ended before)
+	late     chan int     // the node of every reply lands here; the decided round leaves the late ones
+	left     atomic.Int32 // nodes yet to reply
 	ctx      context.Context
 	cancel   context.CancelFunc // ends ctx once every node has replied
+
+	smu     sync.Mutex
+	settled chan struct{} // made by await; closed when every node has replied
+
+	nodeBuf [inlineNodes]NodeResult
+	callBuf [inlineNodes]nodeCall
 }
 
 // nodeCall receives node i's reply of a round.
 type nodeCall struct {
-	r *round
-	i int
+	r   *round
+	i   int
+	out outcome // filed before i is sent on the round's late channel
 }
 
 // Receive implements pool.Receiver: it files the reply and, with the last
@@ -98,19 +111,32 @@ func (nc *nodeCall) Receive(reply any, err error) {
 // the round settled.
 func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	r := nc.r
-	o := outcome{i: nc.i, status: status, err: err}
+	nc.out = outcome{i: nc.i, status: status, err: err}
 	if r.op.keep {
-		o.reply = reply
+		nc.out.reply = reply
 	}
-	r.late <- o
-	if r.left.Add(-1) == 0 {
-		if r.cancel != nil {
-			r.cancel()
-		}
-		close(r.settled)
-	}
+	r.late <- nc.i
+	r.replied()
 	r.c.bg.end()
 }
+
+// replied counts a reply; with the last one the round has settled.
+func (r *round) replied() {
+	if r.left.Add(-1) != 0 {
+		return
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.smu.Lock()
+	if r.settled != nil {
+		close(r.settled)
+	}
+	r.smu.Unlock()
+}
+
+// next returns the outcome of the next reply, waiting for it.
+func (r *round) next() outcome { return r.calls[<-r.late].out }
 
 // unsettled reports whether node i had not answered r when it was decided
 // and r has not settled since. A command that follows up on the round (the
@@ -123,24 +149,25 @@ func (r *round) unsettled(i int) bool {
 
 // settledAll reports whether every node has answered r (or it was not
 // sent).
-func (r *round) settledAll() bool {
-	if !r.sent {
-		return true
-	}
-	select {
-	case <-r.settled:
-		return true
-	default:
-		return false
-	}
-}
+func (r *round) settledAll() bool { return !r.sent || r.left.Load() == 0 }
 
 // await waits until every node has answered r, when it was sent: each
 // node call is bounded by the node timeout.
 func (r *round) await() {
-	if r != nil && r.sent {
-		<-r.settled
+	if r == nil || !r.sent {
+		return
 	}
+	r.smu.Lock()
+	if r.left.Load() == 0 {
+		r.smu.Unlock()
+		return
+	}
+	if r.settled == nil {
+		r.settled = make(chan struct{})
+	}
+	ch := r.settled
+	r.smu.Unlock()
+	<-ch
 }
 
 // run sends o to every node at once and returns as soon as the outcome is
@@ -172,13 +199,11 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 // newRound returns a round of o, not sent yet.
 func (c *Client) newRound(o op) *round {
 	n := len(c.pools)
-	r := &round{
-		c:       c,
-		op:      o,
-		nodes:   make([]NodeResult, n),
-		calls:   make([]nodeCall, n),
-		late:    make(chan outcome, n),
-		settled: make(chan struct{}),
+	r := &round{c: c, op: o, late: make(chan int, n)}
+	if n <= inlineNodes {
+		r.nodes, r.calls = r.nodeBuf[:n:n], r.callBuf[:n:n]
+	} else {
+		r.nodes, r.calls = make([]NodeResult, n), make([]nodeCall, n)
 	}
 	if o.keep {
 		r.replies = make([]any, n)
@@ -216,13 +241,13 @@ func (r *round) sendAll(ctx context.Context) {
 // decide reads replies until the outcome is decided (see run), the node
 // timeout passes, or ctx ends.
 func (r *round) decide(ctx context.Context) {
-	timer := r.c.cfg.clock.NewTimer(r.c.cfg.nodeTimeout)
-	defer timer.Stop()
+	timer := r.c.timer(r.c.cfg.nodeTimeout)
+	defer r.c.putTimer(timer)
 	r.pending = len(r.nodes)
 	for !r.decided() {
 		select {
-		case o := <-r.late:
-			r.take(o)
+		case i := <-r.late:
+			r.take(r.calls[i].out)
 		case <-timer.C():
 			// Replies that are in already count, even when the timer won
 			// the race to be read: the validity is counted from the
@@ -317,8 +342,8 @@ func (r *round) record(o outcome) {
 func (r *round) drain() {
 	for r.pending > 0 {
 		select {
-		case o := <-r.late:
-			r.take(o)
+		case i := <-r.late:
+			r.take(r.calls[i].out)
 		default:
 			return
 		}
@@ -335,6 +360,28 @@ func (c *Client) quorumError(op Op, key string, r *round, sentinel error, validi
 		Err:      sentinel,
 		Cause:    r.cause,
 	}
+}
+
+// timer returns a timer that fires after d, from the Client's spares: a
+// round costs no new timer.
+func (c *Client) timer(d time.Duration) clock.Timer {
+	if t, ok := c.timers.Get().(clock.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return c.cfg.clock.NewTimer(d)
+}
+
+// putTimer stops t and keeps it as a spare; nothing may read its channel
+// after this.
+func (c *Client) putTimer(t clock.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C(): // fired and not read: drained for its next use
+		default:
+		}
+	}
+	c.timers.Put(t)
 }
 
 // nodeContext bounds a node call by the node timeout, keeping ctx's values

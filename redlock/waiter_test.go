@@ -250,7 +250,9 @@ func TestWaitToken(t *testing.T) {
 // earlier round can land after a later one.
 func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	pendingRound := func() *round {
-		return &round{sent: true, nodes: make([]NodeResult, 2), settled: make(chan struct{})}
+		r := &round{sent: true, nodes: make([]NodeResult, 2)}
+		r.left.Store(1) // one reply to come
+		return r
 	}
 	r1, r2 := pendingRound(), pendingRound()
 	r2.nodes[1].Status = NodeRefused // node 1 answered r2 in time
@@ -266,10 +268,10 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	o := op{after: w.sent}
 	require.True(t, o.after.on(0))
 	require.True(t, o.after.on(1), "r1 is pending on node 1")
-	close(r1.settled)
+	r1.replied()
 	require.False(t, o.after.on(1))
 	require.True(t, o.after.on(0), "r2 is pending on node 0")
-	close(r2.settled)
+	r2.replied()
 	require.False(t, o.after.on(0))
 	o.after.await() // returns: both settled
 
@@ -278,8 +280,29 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	w.queuedBy(r3)
 	require.Equal(t, r3, w.sent.last)
 	require.Empty(t, w.sent.earlier)
-	(&round{settled: make(chan struct{})}).await() // never sent: does not block
+	(&round{}).await() // never sent: does not block
 }
 
 // all counts every node.
 func all(int) bool { return true }
+
+func TestRound_awaitReturnsWithTheLastReply(t *testing.T) {
+	r := &round{sent: true, nodes: make([]NodeResult, 2)}
+	r.left.Store(2)
+	done := make(chan struct{})
+	go func() {
+		r.await()
+		close(done)
+	}()
+	r.replied()
+	select {
+	case <-done:
+		t.Fatal("await returned with a reply still to come")
+	case <-time.After(20 * time.Millisecond):
+	}
+	require.False(t, r.settledAll())
+	r.replied()
+	<-done
+	require.True(t, r.settledAll())
+	r.await() // settled: returns at once
+}
