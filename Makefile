@@ -1,20 +1,30 @@
 # The test command of the README and of .ci/run. It needs Go and
 # redis-server on PATH (apt-get install redis-server); with
 # REDLOCK_REQUIRE_REDIS=1 the integration tests fail instead of skipping
-# when redis-server is missing.
+# when redis-server is missing. It checks and tests every Go module of the
+# repository (each directory with a go.mod).
 GO ?= go
+MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || find . -name go.mod)))
+# staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt vet bench
+.PHONY: test fmt vet lint bench
 
-test: fmt vet
-	REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...
+test: fmt vet lint
+	@for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
+	done
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+lint:
+	@for m in $(MODULES); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 bench:
 	$(GO) run ./cmd/redlock-bench
