@@ -19,9 +19,9 @@ const (
 	extInterval    = time.Second
 )
 
-// newExtendingClient returns a fake client whose automatic extension
+// newExtendingClient returns a client (newFakeClient) whose automatic extension
 // attempts are reported, with their errors, on the returned channel.
-func newExtendingClient(t *testing.T, opts ...Option) (*Client, []*fakeNode, *clock.Fake, chan error) {
+func newExtendingClient(t *testing.T, opts ...Option) (*Client, []*testNode, *clock.Fake, chan error) {
 	t.Helper()
 	c, nodes, clk := newFakeClient(t, 5, append([]Option{WithNodeTimeout(extNodeTimeout)}, opts...)...)
 	attempts := make(chan error, 100)
@@ -225,7 +225,7 @@ func TestLock_autoExtend_unlockStopsItAndLeavesNoGoroutine(t *testing.T) {
 	require.True(t, armed(t, clk, nil))
 	require.NoError(t, l.Unlock(context.Background()))
 	// The Client is still open: only Unlock can have stopped the extender.
-	goleak.VerifyNone(t, ignore)
+	goleak.VerifyNone(t, append(ignoreServers(), ignore)...)
 	require.Zero(t, clk.Timers())
 }
 

@@ -23,21 +23,17 @@ func ended(t *testing.T, ctx context.Context) error {
 	}
 }
 
-// loseOn deletes key on the nodes, as if it had expired there.
-func loseOn(nodes []*fakeNode, key string) {
+// loseOn deletes key on the nodes' servers, as if it had expired there.
+func loseOn(nodes []*testNode, key string) {
 	for _, n := range nodes {
-		n.mu.Lock()
-		delete(n.data, key)
-		n.mu.Unlock()
+		n.del(key)
 	}
 }
 
 // failOn makes the nodes fail every call with err (nil: work again).
-func failOn(nodes []*fakeNode, err error) {
+func failOn(nodes []*testNode, err error) {
 	for _, n := range nodes {
-		n.mu.Lock()
-		n.fail = err
-		n.mu.Unlock()
+		n.failWith(err)
 	}
 }
 

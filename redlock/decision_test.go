@@ -29,11 +29,11 @@ func (f firedTimer) C() <-chan time.Time {
 }
 
 func TestTryLock_repliesThatArrivedBeforeTheTimerWasReadCount(t *testing.T) {
+	pools := make([]pool.Pool, 5)
+	for i, n := range newTestNodes(t, 5) {
+		pools[i] = syncStarter{n}
+	}
 	for attempt := range 20 {
-		pools := make([]pool.Pool, 5)
-		for i := range pools {
-			pools[i] = syncStarter{newFakeNode(fmt.Sprintf("node%d:6379", i+1))}
-		}
 		c, err := New(pools, WithClock(lateReader{clock.Real()}), WithRestartSafety(0))
 		require.NoError(t, err)
 		l, err := c.TryLock(context.Background(), fmt.Sprintf("k%d", attempt), ttl)
@@ -82,10 +82,8 @@ func TestQuorumError_tellsNodesNotAwaitedFromNodesThatTimedOut(t *testing.T) {
 func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {
-		n.mu.Lock()
-		n.fail, n.failOp = errors.New("connection reset"), "SET" // the SET may have landed
-		n.mu.Unlock()
-		n.hold("release") // and the node is slow to answer the release
+		n.failWith(errors.New("connection reset"), callSet) // the SET may have landed
+		n.hold("release")                                   // and the node is slow to answer the release
 	}
 	done := tryLockAsync(c, "k")
 	select {
@@ -102,9 +100,7 @@ func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
 	asked := make(signalRetry, 1) // 100ms between rounds
 	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
-	nodes[2].mu.Lock()
-	nodes[2].fail = redis.Error("READONLY You can't write against a read only replica.")
-	nodes[2].mu.Unlock()
+	nodes[2].failWith(redis.Error("READONLY You can't write against a read only replica."))
 	for _, n := range nodes[3:] {
 		n.set("k", "foreign")
 	}
@@ -117,7 +113,7 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 	}()
 	// Two OK, one answered with an error, two refused: no quorum, but not
 	// a split vote either. The plain round, then the script's round, both fail.
-	require.Equal(t, 1, <-asked) // after both
+	require.Equal(t, 1, <-asked)            // after both
 	require.True(t, clk.WaitTimers(1, nil)) // Lock sleeps
 	clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
 	select {

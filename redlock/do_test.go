@@ -12,7 +12,7 @@ import (
 
 // requireFree asserts that no node holds key, after the Client has been
 // closed (every command has landed).
-func requireFree(t *testing.T, c *Client, nodes []*fakeNode, key string) {
+func requireFree(t *testing.T, c *Client, nodes []*testNode, key string) {
 	t.Helper()
 	require.NoError(t, c.Close())
 	for _, n := range nodes {
@@ -23,7 +23,7 @@ func requireFree(t *testing.T, c *Client, nodes []*fakeNode, key string) {
 
 // heldEverywhere waits until every node holds key with one value (the
 // acquisition's late SETs have landed) and returns it.
-func heldEverywhere(t *testing.T, nodes []*fakeNode, key string) string {
+func heldEverywhere(t *testing.T, nodes []*testNode, key string) string {
 	t.Helper()
 	var token string
 	require.Eventually(t, func() bool {
@@ -151,7 +151,7 @@ func TestClient_Do_leavesNoGoroutineBehind(t *testing.T) {
 	})
 	require.NoError(t, err)
 	// The Client is still open: Do itself must have stopped everything.
-	goleak.VerifyNone(t, ignore)
+	goleak.VerifyNone(t, append(ignoreServers(), ignore)...)
 	require.Zero(t, clk.Timers())
 }
 

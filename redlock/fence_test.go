@@ -115,7 +115,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 func TestFence_writeBackRefusedEveryRoundFailsAndReleases(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes {
-		n.fenceAhead = true
+		n.setFenceAhead(true)
 	}
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
@@ -136,7 +136,7 @@ func TestFence_writeBackRefusedEveryRoundFailsAndReleases(t *testing.T) {
 func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {
-		n.fail, n.failOp = errors.New("read only"), "fence-store"
+		n.failWith(errors.New("read only"), callFenceStore)
 	}
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
@@ -152,7 +152,7 @@ func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 func TestFence_failedWriteBackStillReturnsTheAcquisitionRound(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {
-		n.fail, n.failOp = errors.New("read only"), "fence-store"
+		n.failWith(errors.New("read only"), callFenceStore)
 	}
 	cfg, err := c.lockConfig("k", ttl, []LockOption{WithFencing()})
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestFence_storeRoundEatingTheValidityFails(t *testing.T) {
 			c, nodes, clk := newFakeClient(t, 5)
 			var open []func()
 			for _, n := range nodes {
-				n.fenceAhead = refused
+				n.setFenceAhead(refused)
 				open = append(open, n.hold("fence-store"))
 			}
 			done := make(chan error, 1)
@@ -259,9 +259,7 @@ func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
 	require.Zero(t, resets())
 
 	// Node 2 restarts empty: its epoch and counters are gone.
-	nodes[1].mu.Lock()
-	nodes[1].data = map[string]string{}
-	nodes[1].mu.Unlock()
+	nodes[1].flush()
 	for i := 0; i < 1000 && resets() == 0; i++ {
 		acquire()
 	}
@@ -274,7 +272,7 @@ func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
 }
 
 // waitHeldNone waits until no node holds key.
-func waitHeldNone(t *testing.T, nodes []*fakeNode, key string) {
+func waitHeldNone(t *testing.T, nodes []*testNode, key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
@@ -287,7 +285,8 @@ func waitHeldNone(t *testing.T, nodes []*fakeNode, key string) {
 }
 
 func TestFence_concurrentAcquisitionsGetUniqueIncreasingFences(t *testing.T) {
-	c, _, _ := newFakeClient(t, 5)
+	// Many rounds of scripts: on redis-server when there is one.
+	c, _ := newClientOn(t, newRedisNodes(t, 5))
 	ctx := context.Background()
 	var mu sync.Mutex
 	var order []uint64 // fences in the order the holders held the lock
@@ -298,8 +297,11 @@ func TestFence_concurrentAcquisitionsGetUniqueIncreasingFences(t *testing.T) {
 			defer wg.Done()
 			for range 25 {
 				l, err := c.TryLock(ctx, "k", ttl, WithFencing())
-				for errors.Is(err, ErrNotAcquired) { // the fake clock never ends a retry delay
-					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				// The fake clock never ends a retry delay: back off here,
+				// a random time up to a ceiling that doubles with each
+				// failure in a row, as Lock does.
+				for ceiling := 100 * time.Microsecond; errors.Is(err, ErrNotAcquired); ceiling = min(2*ceiling, 20*time.Millisecond) {
+					time.Sleep(rand.N(ceiling))
 					l, err = c.TryLock(ctx, "k", ttl, WithFencing())
 				}
 				if err != nil {

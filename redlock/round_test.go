@@ -178,7 +178,7 @@ func TestTryLock_nodeTimeoutEndsTheRound(t *testing.T) {
 func TestTryLock_reportsEachNodesFailureWithoutTheToken(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {
-		n.fail = errors.New("connection refused")
+		n.failWith(errors.New("connection refused"))
 	}
 	nodes[3].set("k", "foreign")
 	open3, open4 := nodes[3].hold(), nodes[4].hold() // the three failures decide the round
@@ -284,9 +284,7 @@ func TestLock_retriesUntilTheHolderLeaves(t *testing.T) {
 	require.Equal(t, 1, <-asked)
 	require.True(t, clk.WaitTimers(1, nil)) // and Lock waits on its retry timer
 	for _, n := range nodes {
-		n.mu.Lock()
-		delete(n.data, "k")
-		n.mu.Unlock()
+		n.del("k")
 	}
 	clk.Advance(100 * time.Millisecond)
 	require.NoError(t, <-done)
@@ -308,23 +306,20 @@ func TestLock_usesANewTokenEachRound(t *testing.T) {
 	<-asked // after the plain round and the script's round
 	require.True(t, clk.WaitTimers(1, nil))
 	for _, n := range nodes {
-		n.mu.Lock()
-		delete(n.data, "k")
-		n.mu.Unlock()
+		n.del("k")
 	}
 	clk.Advance(100 * time.Millisecond)
 	l := <-done
 	require.NotNil(t, l)
 	require.NoError(t, c.Close())
-	nodes[0].mu.Lock()
-	defer nodes[0].mu.Unlock()
-	// The fake node runs each call in a goroutine of its own: a round's
-	// call can reach it after the next round's.
-	require.Len(t, nodes[0].tokens, 3)
-	require.NotEqual(t, nodes[0].tokens[0], nodes[0].tokens[1])
-	require.NotEqual(t, nodes[0].tokens[1], nodes[0].tokens[2])
-	require.NotEqual(t, nodes[0].tokens[0], nodes[0].tokens[2])
-	require.Contains(t, nodes[0].tokens, l.Token())
+	// Each call to a node runs in a goroutine of its own: a round's call
+	// can reach it after the next round's.
+	tokens := nodes[0].tokenLog()
+	require.Len(t, tokens, 3)
+	require.NotEqual(t, tokens[0], tokens[1])
+	require.NotEqual(t, tokens[1], tokens[2])
+	require.NotEqual(t, tokens[0], tokens[2])
+	require.Contains(t, tokens, l.Token())
 }
 
 func TestUnlock_waitsForAnAcquisitionStillInFlightOnThatNode(t *testing.T) {
@@ -392,9 +387,7 @@ func TestExtend_movesUntilAndNeverRecreatesALostKey(t *testing.T) {
 	require.Equal(t, epoch.Add(5*time.Second+20*time.Second-202*time.Millisecond), l.Until())
 
 	for _, n := range nodes[:3] {
-		n.mu.Lock()
-		delete(n.data, "k") // expired
-		n.mu.Unlock()
+		n.del("k") // expired
 	}
 	err = l.Extend(context.Background(), ttl)
 	require.ErrorIs(t, err, ErrLockLost)
@@ -433,26 +426,24 @@ func TestUnlock_releasesOnlyOurKeyAndReportsLoss(t *testing.T) {
 }
 
 func TestNew_rejectsBadConfiguration(t *testing.T) {
-	var a, b poolT = newFakeNode("a:1"), newFakeNode("b:1")
+	var a, b pool.Pool = newTestNode(t, "a:1"), newTestNode(t, "b:1")
 	for name, tc := range map[string]struct {
-		pools []poolT
+		pools []pool.Pool
 		opts  []Option
 		want  string
 	}{
 		"no pools":       {nil, nil, "no pools"},
-		"nil pool":       {[]poolT{a, nil}, nil, "pool 1 is nil"},
-		"duplicate":      {[]poolT{a, b, newFakeNode("a:1")}, nil, "pools 0 and 2 are the same node a:1"},
-		"drift":          {[]poolT{a}, []Option{WithDriftFactor(0.5)}, "drift factor 0.5 out of range"},
-		"negative drift": {[]poolT{a}, []Option{WithDriftFactor(-0.1)}, "drift factor -0.1 out of range"},
-		"node timeout":   {[]poolT{a}, []Option{WithNodeTimeout(0)}, "node timeout 0s must be positive"},
-		"retry minimum":  {[]poolT{a}, []Option{WithRetry(0, time.Second)}, "retry minimum 0s must be positive"},
-		"retry range":    {[]poolT{a}, []Option{WithRetry(time.Second, time.Millisecond)}, "retry maximum 1ms is below the minimum 1s"},
-		"clock":          {[]poolT{a}, []Option{WithClock(nil)}, "clock is nil"},
+		"nil pool":       {[]pool.Pool{a, nil}, nil, "pool 1 is nil"},
+		"duplicate":      {[]pool.Pool{a, b, newTestNode(t, "a:1")}, nil, "pools 0 and 2 are the same node a:1"},
+		"drift":          {[]pool.Pool{a}, []Option{WithDriftFactor(0.5)}, "drift factor 0.5 out of range"},
+		"negative drift": {[]pool.Pool{a}, []Option{WithDriftFactor(-0.1)}, "drift factor -0.1 out of range"},
+		"node timeout":   {[]pool.Pool{a}, []Option{WithNodeTimeout(0)}, "node timeout 0s must be positive"},
+		"retry minimum":  {[]pool.Pool{a}, []Option{WithRetry(0, time.Second)}, "retry minimum 0s must be positive"},
+		"retry range":    {[]pool.Pool{a}, []Option{WithRetry(time.Second, time.Millisecond)}, "retry maximum 1ms is below the minimum 1s"},
+		"clock":          {[]pool.Pool{a}, []Option{WithClock(nil)}, "clock is nil"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var pools []poolT
-			pools = append(pools, tc.pools...)
-			_, err := New(toPools(pools), tc.opts...)
+			_, err := New(tc.pools, tc.opts...)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -513,7 +504,7 @@ func TestBackoff_staysWithinItsRange(t *testing.T) {
 // syncStarter is a pool.Starter that replies before Start returns, as a
 // pipelined node does when it is closed or its queue is full.
 type syncStarter struct {
-	*fakeNode
+	*testNode
 }
 
 func (s syncStarter) Start(rcv pool.Receiver, cmd string, args ...any) {
@@ -525,21 +516,24 @@ func (s syncStarter) StartEval(rcv pool.Receiver, script *redis.Script, keysAndA
 }
 
 func TestClient_Close_racingAFailedRoundNeverMisusesItsWaitGroup(t *testing.T) {
-	for range 200 {
-		pools := make([]pool.Pool, 5)
-		for i := range pools {
-			n := newFakeNode(fmt.Sprintf("node%d:6379", i+1))
-			if i < 3 {
-				n.set("k", "foreign") // the round fails on 3 refusals, 2 replies unread
-			}
-			pools[i] = syncStarter{n}
+	nodes := newTestNodes(t, 5)
+	pools := make([]pool.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = syncStarter{n}
+	}
+	for attempt := range 200 {
+		key := fmt.Sprintf("k%d", attempt)
+		for _, n := range nodes[:3] {
+			n.set(key, "foreign") // the round fails on 3 refusals, 2 replies unread
 		}
-		c, err := New(pools)
+		// Restart safety's check before the first acquisition would
+		// give Close time to win every race: no round would be sent.
+		c, err := New(pools, WithRestartSafety(0))
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _ = c.TryLock(context.Background(), "k", ttl)
+			_, _ = c.TryLock(context.Background(), key, ttl)
 		}()
 		require.NoError(t, c.Close())
 		<-done

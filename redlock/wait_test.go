@@ -90,7 +90,6 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	for i, n := range nodes {
 		require.Eventually(t, func() bool { return n.count("release") == 1 }, 10*time.Second, time.Millisecond, "node %d", i)
 	}
-	nodes[0].mu.Lock()
-	defer nodes[0].mu.Unlock()
-	require.Equal(t, "release", nodes[0].calls[len(nodes[0].calls)-1], "node 0: %v", nodes[0].calls)
+	calls := nodes[0].callLog()
+	require.Equal(t, callRelease, calls[len(calls)-1], "node 0: %v", calls)
 }
