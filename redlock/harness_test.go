@@ -278,6 +278,12 @@ func (n *testNode) del(key string) { n.server("DEL", key) }
 // flush empties the server, as a restart without its data would.
 func (n *testNode) flush() { n.server("FLUSHALL") }
 
+// zcard returns the size of a sorted set on the server.
+func (n *testNode) zcard(key string) int {
+	v, _ := redis.Int(n.server("ZCARD", key), nil)
+	return v
+}
+
 // server runs a command of the test's own on the server, past the gate
 // and the failures, uncounted. It panics when the command fails.
 func (n *testNode) server(cmd string, args ...any) any {

@@ -92,4 +92,7 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	}
 	calls := nodes[0].callLog()
 	require.Equal(t, callRelease, calls[len(calls)-1], "node 0: %v", calls)
+	for i, n := range nodes {
+		require.Zero(t, n.zcard(waitersKey("k")), "node %d still queues the call", i)
+	}
 }
