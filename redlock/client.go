@@ -102,7 +102,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 // expire with their TTL. Automatic extension stops, so their contexts end
 // with ErrExpired when their validity runs out. Close does not close the
 // pools. The wait is bounded by the node timeout on plain pools, and by
-// the pool's read timeout (1s by default) on pipelined pools, whose
+// the pool's I/O timeout (1s by default) on pipelined pools, whose
 // commands carry no deadline of their own; a release that waited for its
 // acquisition's SET can take twice that.
 func (c *Client) Close() error {

@@ -105,7 +105,7 @@
 // forgotten has run out; its error matches ErrNodeRestarted. A new
 // deployment (a quorum answers and no node has a marker) is counted at
 // once. WithDurableNodes counts a node that kept its data at once, and
-// WithRestartSafety(false) turns the check off. See docs/safety.md and
+// WithRestartSafety(0) turns the check off. See docs/safety.md and
 // docs/operations.md.
 //
 // # Errors
