@@ -106,64 +106,66 @@ func (n *node) Addr() string { return n.addr }
 // Commands whose first argument is the same string (the key) always share a
 // connection.
 func (n *node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
-	reply, err := n.call(ctx, cmd, args)
+	reply, err := n.call(ctx, newRequest(cmd, args))
 	return reply, n.nodeErr(cmd, err)
 }
 
 // Eval runs script with EVALSHA, and with EVAL when the node answers
 // NOSCRIPT, bounded by ctx's deadline and the I/O timeout.
 func (n *node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
-	cmd, args := scriptCommand(script, false, keysAndArgs)
-	reply, err := n.call(ctx, cmd, args)
+	s := argsOf(script)
+	cmd := "EVALSHA"
+	reply, err := n.call(ctx, newScriptRequest(s, keysAndArgs, false))
 	if isNoScript(err) {
-		cmd, args = scriptCommand(script, true, keysAndArgs)
-		reply, err = n.call(ctx, cmd, args)
+		cmd = "EVAL"
+		reply, err = n.call(ctx, newScriptRequest(s, keysAndArgs, true))
 	}
 	return reply, n.nodeErr(cmd, err)
 }
 
-func (n *node) call(ctx context.Context, cmd string, args []any) (any, error) {
+// call sends req and waits for its reply, for as long as ctx allows and
+// no longer than the I/O timeout. req is recycled.
+func (n *node) call(ctx context.Context, req *request) (any, error) {
+	err := ctx.Err()
 	if n.closed.Load() {
-		return nil, ErrClosed
+		err = ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
+	if err != nil {
+		putRequest(req)
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > n.cfg.ioTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.cfg.ioTimeout)
-		defer cancel()
+		req.bound(n.cfg.ioTimeout)
 	}
-	return n.pipeFor(cmd, args).call(ctx, cmd, args)
+	return n.pipeFor(req).call(ctx, req)
 }
 
-func (n *node) pipeFor(cmd string, args []any) *pipe {
+func (n *node) pipeFor(req *request) *pipe {
 	if len(n.pipes) == 1 {
 		return n.pipes[0]
 	}
-	return n.pipes[n.slot(cmd, args)]
+	return n.pipes[n.slot(req.cmd, req.args)]
 }
 
 // Start queues a command; its reply, or a *NodeError, goes to rcv. It
 // implements Starter.
 func (n *node) Start(rcv Receiver, cmd string, args ...any) {
-	req := getRequest()
-	req.cmd, req.args, req.rcv = cmd, args, rcv
+	req := newRequest(cmd, args)
+	req.rcv = rcv
 	n.startRequest(req)
 }
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
 // or a *NodeError, goes to rcv. It implements Starter.
 func (n *node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
-	req := getRequest()
-	req.cmd, req.args = scriptCommand(script, false, keysAndArgs)
-	req.rcv, req.script, req.keysAndArgs = rcv, script, keysAndArgs
+	req := newScriptRequest(argsOf(script), keysAndArgs, false)
+	req.rcv = rcv
 	n.startRequest(req)
 }
 
 // startRequest queues req on its connection, or fails it on a closed node.
 func (n *node) startRequest(req *request) {
-	p := n.pipeFor(req.cmd, req.args)
+	p := n.pipeFor(req)
 	if n.closed.Load() {
 		p.deliver(req, nil, ErrClosed)
 		return
@@ -219,29 +221,4 @@ func isNoScript(err error) bool {
 	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT ")
-}
-
-// scriptCommand returns what redigo's Script sends for keysAndArgs:
-// EVALSHA with the script's hash, or EVAL with its source when eval is set.
-func scriptCommand(s *redis.Script, eval bool, keysAndArgs []any) (string, []any) {
-	var c capture
-	if eval {
-		_ = s.Send(&c, keysAndArgs...)
-	} else {
-		_ = s.SendHash(&c, keysAndArgs...)
-	}
-	return c.cmd, c.args
-}
-
-// capture is a redis.Conn that only records what would be sent: it turns
-// redigo's Script into the EVALSHA or EVAL arguments.
-type capture struct {
-	redis.Conn
-	cmd  string
-	args []any
-}
-
-func (c *capture) Send(cmd string, args ...any) error {
-	c.cmd, c.args = cmd, args
-	return nil
 }

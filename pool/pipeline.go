@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,21 +29,32 @@ var (
 
 // request is one command on its way through a pipelined connection. Its
 // reply goes either to done, where a caller waits, or to rcv.
+//
+// Requests are recycled (getRequest, putRequest), and with them what
+// they own: the argument buffer of scripts and the timer of Do and Eval.
+// Nothing the caller passed survives putRequest.
 type request struct {
 	cmd  string
-	args []any
+	args []any       // what is sent after cmd: the caller's, or buf
+	buf  []any       // a script's arguments: its scriptArgs, then the caller's
 	done chan result // buffered: the reader never blocks on a caller that left
 	left atomic.Bool // the waiting caller gave up: do not send
 	rcv  Receiver
-	// For a script started with StartEval: what EVAL needs after NOSCRIPT.
-	script      *redis.Script
-	keysAndArgs []any
+	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
+	script *scriptArgs
+	// The I/O timeout of a caller of Do or Eval whose context ends later:
+	// timer fires at until (zero when not armed).
+	timer *time.Timer
+	until time.Time
 }
 
 type result struct {
 	reply any
 	err   error
 }
+
+// maxKeptArgs bounds the argument buffer that a recycled request keeps.
+const maxKeptArgs = 64
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan result, 1)} }}
 
@@ -53,8 +65,89 @@ func getRequest() *request {
 }
 
 func putRequest(req *request) {
-	req.cmd, req.args, req.rcv, req.script, req.keysAndArgs = "", nil, nil, nil, nil
+	req.reset()
 	requestPool.Put(req)
+}
+
+// reset readies req for its next use.
+func (req *request) reset() {
+	req.stopTimer()
+	clear(req.buf) // keep none of the caller's arguments
+	if cap(req.buf) > maxKeptArgs {
+		req.buf = nil
+	}
+	req.cmd, req.args, req.buf, req.rcv, req.script = "", nil, req.buf[:0], nil, nil
+}
+
+// newRequest returns a request for cmd with the caller's args, sent as
+// they are.
+func newRequest(cmd string, args []any) *request {
+	req := getRequest()
+	req.cmd, req.args = cmd, args
+	return req
+}
+
+// newScriptRequest returns a request for EVALSHA (or EVAL, with eval) of
+// script s with the caller's keysAndArgs. They are copied into the
+// request's buffer, never written to: callers pass one slice to all the
+// nodes at once.
+func newScriptRequest(s *scriptArgs, keysAndArgs []any, eval bool) *request {
+	req := getRequest()
+	req.cmd, req.script = "EVALSHA", s
+	req.buf = slices.Grow(req.buf, len(s.evalsha)+len(keysAndArgs))
+	req.buf = append(append(req.buf, s.evalsha...), keysAndArgs...)
+	req.args = req.buf
+	if eval {
+		req.toEval()
+	}
+	return req
+}
+
+// toEval turns a request for EVALSHA into one for EVAL: the script's
+// source replaces its hash (and both are followed by the same arguments).
+func (req *request) toEval() {
+	req.cmd = "EVAL"
+	copy(req.buf, req.script.eval)
+}
+
+// bound arms req's timer: the caller stops waiting after d even if its
+// context has not ended.
+func (req *request) bound(d time.Duration) {
+	req.until = time.Now().Add(d)
+	if req.timer == nil {
+		req.timer = time.NewTimer(d)
+		return
+	}
+	req.timer.Reset(d)
+}
+
+// expiry returns the channel of req's timer, or nil (never ready) when
+// it is not armed.
+func (req *request) expiry() <-chan time.Time {
+	if req.until.IsZero() {
+		return nil
+	}
+	return req.timer.C
+}
+
+// expired reports, when req's timer fired, whether its bound has passed.
+// A tick before it is stale, left from an earlier use of req (timers that
+// follow the rules before Go 1.23 may keep one in their channel after
+// Stop): the timer is armed again for what is left.
+func (req *request) expired() bool {
+	left := time.Until(req.until)
+	if left <= 0 {
+		return true
+	}
+	req.timer.Reset(left)
+	return false
+}
+
+func (req *request) stopTimer() {
+	if !req.until.IsZero() {
+		req.timer.Stop()
+		req.until = time.Time{}
+	}
 }
 
 // pipe is one pipelined connection slot of a node.
@@ -121,35 +214,62 @@ func newPipe(n *node) *pipe {
 	return p
 }
 
-// call queues cmd and waits for its reply until ctx ends. A caller that
-// leaves before its command was written keeps it from being written; one
-// that leaves later gets a timeout at once, and its reply is still read in
-// order and thrown away, never handed to another caller.
-func (p *pipe) call(ctx context.Context, cmd string, args []any) (any, error) {
-	req := getRequest()
-	req.cmd, req.args = cmd, args
+// call queues req and waits for its reply until ctx ends, or req's timer
+// when it is armed. A caller that leaves before its command was written
+// keeps it from being written; one that leaves later gets a timeout at
+// once, and its reply is still read in order and thrown away, never
+// handed to another caller.
+func (p *pipe) call(ctx context.Context, req *request) (any, error) {
 	select {
 	case p.queue <- req:
 	default:
-		select {
-		case p.queue <- req:
-		case <-ctx.Done():
+		if err := p.waitForRoom(ctx, req); err != nil {
 			putRequest(req)
-			return nil, p.queueFull(ctx.Err())
+			return nil, err
 		}
 	}
 	p.flush()
-	select {
-	case r := <-req.done:
-		putRequest(req) // the reply was delivered: nobody else holds req
-		return r.reply, r.err
-	case <-ctx.Done():
-		req.left.Store(true) // req is not reused: a reply may still come
-		if p.connecting.Load() {
-			return nil, p.stillConnecting(ctx.Err())
+	for {
+		select {
+		case r := <-req.done:
+			putRequest(req) // the reply was delivered: nobody else holds req
+			return r.reply, r.err
+		case <-ctx.Done():
+			return nil, p.leave(req, ctx.Err())
+		case <-req.expiry():
+			if req.expired() {
+				return nil, p.leave(req, context.DeadlineExceeded)
+			}
 		}
-		return nil, ctx.Err()
 	}
+}
+
+// waitForRoom queues req when the queue has room again, or fails when the
+// caller's wait ends first.
+func (p *pipe) waitForRoom(ctx context.Context, req *request) error {
+	for {
+		select {
+		case p.queue <- req:
+			return nil
+		case <-ctx.Done():
+			return p.queueFull(ctx.Err())
+		case <-req.expiry():
+			if req.expired() {
+				return p.queueFull(context.DeadlineExceeded)
+			}
+		}
+	}
+}
+
+// leave gives up on req, queued, with err from the end of the wait.
+func (p *pipe) leave(req *request, err error) error {
+	// Before left is set: from then on the writer may recycle req.
+	req.stopTimer()
+	req.left.Store(true) // req is not reused: a reply may still come
+	if p.connecting.Load() {
+		return p.stillConnecting(err)
+	}
+	return err
 }
 
 // stillConnecting is the error of a caller whose context ended while its
@@ -199,7 +319,7 @@ func (p *pipe) deliver(req *request, reply any, err error) {
 		return
 	}
 	if req.script != nil && req.cmd == "EVALSHA" && isNoScript(err) {
-		req.cmd, req.args = scriptCommand(req.script, true, req.keysAndArgs)
+		req.toEval()
 		p.start(req)
 		return
 	}
