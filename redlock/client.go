@@ -211,15 +211,13 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	if plain {
 		o = op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
 	} else {
-		var fence []any
+		var epoch string
 		if cfg.fencing {
-			epoch, err := newToken()
-			if err != nil {
+			if epoch, err = newToken(); err != nil {
 				return nil, nil, err
 			}
-			fence = []any{FenceKey(key), epoch}
 		}
-		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, fence), status: acquireStatus, keep: true}
+		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, epoch), status: acquireStatus, keep: true}
 	}
 	o.gate = true // restart safety: only trusted nodes count
 	c.beforeAcquire(ctx, ttl)
@@ -244,30 +242,6 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
 	l.fence = fence
 	return l, r, nil
-}
-
-// acquireArgs are the acquisition script's keys and arguments; fence is
-// nil, or the fence counter key and a new epoch.
-func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, fence []any) []any {
-	id, prio, waited, round, handoff := "", int64(0), int64(0), 0, ""
-	if w != nil {
-		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
-		round, handoff = w.rounds+1, w.token
-	}
-	nkeys := 3
-	if fence != nil {
-		nkeys = 5
-	}
-	args := make([]any, 0, 18)
-	args = append(args, nkeys, key, waitersKey(key), deadlinesKey(key))
-	if fence != nil {
-		args = append(args, fence[0], EpochKey)
-	}
-	args = append(args, token, ms, id, prio, waited, c.refreshMs, c.slackMs, c.windowArg, round, handoff)
-	if fence != nil {
-		args = append(args, fence[1])
-	}
-	return args
 }
 
 // newLock returns the handle of a lock acquired in round r (or by the

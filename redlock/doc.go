@@ -89,8 +89,8 @@
 // exclusion itself already failed (both held a quorum at once). It costs
 // a second quorum round, counted against the validity, and about 1.6x the
 // time of an uncontended lock and unlock, so it is opt-in. Each node keeps
-// a counter per key, "<key>:fence", and an epoch, EpochKey, both without
-// TTL; see docs/fencing.md for the scheme and what the nodes must
+// a counter per key, "<key>:fence", and an epoch, "redlock:epoch", both
+// without TTL; see docs/fencing.md for the scheme and what the nodes must
 // guarantee (no eviction of those keys, persistence).
 //
 // # Restart safety
@@ -98,7 +98,7 @@
 // A node that restarts without its data forgets the locks it held. Before
 // its first acquisition, and whenever a pool opened a new connection
 // (pool.Reconnector), a Client asks each node for its run id, its uptime
-// and a marker key (MarkerKey) that holds the run id of the process
+// and a marker key ("redlock:node") that holds the run id of the process
 // Clients last counted. A node without the marker, or with another
 // process's, is not counted toward an acquisition until it has been up for
 // the maximum TTL (WithRestartSafety, default 1m), so every lock it may have

@@ -11,17 +11,6 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// EpochKey is the key, on every node, that holds the node's epoch: a
-// random value the first fenced acquisition on the node creates (SET NX,
-// no TTL). A node that lost its data comes back without it, so a new value
-// tells the Client that the node's fence counters are gone; see
-// WithLogger and docs/fencing.md.
-const EpochKey = "redlock:epoch"
-
-// FenceKey returns the key of the fence counter of lock key on every node:
-// key + ":fence". It has no TTL; do not use it as a lock key of its own.
-func FenceKey(key string) string { return key + ":fence" }
-
 // WithFencing makes TryLock and Lock mint a fencing token with the lock
 // (Lock.Fence): one more than the largest fence counter of the key among
 // the nodes that granted it, written back to a quorum before the call
@@ -137,7 +126,7 @@ const fenceRounds = 3
 func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	fence := c.fenceOf(r)
 	for n := 1; ; n++ {
-		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: []any{FenceKey(key), fence},
+		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: fenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
 		if err == nil && w.ok {
 			return fence, nil

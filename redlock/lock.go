@@ -101,7 +101,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, false, op{script: extendScript, args: []any{l.key, l.token, ms}, status: scriptStatus, after: l.after})
+	r, err := l.c.run(ctx, false, op{script: extendScript, args: extendArgs(l.key, l.token, ms), status: scriptStatus, after: l.after})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ const (
 // Lock calls wait for. It keeps one pub/sub connection per node (for the
 // pools that implement pool.Subscriber), opened when the first Lock call
 // waits and kept until Close. A key's two channels (its announcements to
-// everyone, ReleaseChannel, and the hand-offs to this Client's waiters)
+// everyone, releaseChannel, and the hand-offs to this Client's waiters)
 // are subscribed while at least one Lock call waits for it and for linger
 // after the last one left, on every node, and again after a connection is
 // dialled anew.
@@ -98,7 +98,7 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	}
 	kw, ok := n.keys[key]
 	if !ok {
-		kw = &keyWait{key: key, channels: [2]string{ReleaseChannel(key), handoffChannel(n.c.id, key)},
+		kw = &keyWait{key: key, channels: [2]string{releaseChannel(key), handoffChannel(n.c.id, key)},
 			waiters: map[*waiter]struct{}{}, acks: make([]uint8, len(n.nodes)),
 			ready: make(chan struct{})}
 		n.keys[key] = kw

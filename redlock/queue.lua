@@ -1,10 +1,19 @@
 -- The waiters' queue, shared by acquire.lua and release.lua: this source
--- is put in front of each of them.
--- KEYS[1] the lock key; KEYS[2] the waiters (sorted set: waiter id by
--- priority, smaller first); KEYS[3] the waiters' entries (hash: waiter id
--- -> "<deadline> <round> <ttl> <hand-off token>", or "<deadline>" alone
--- for a waiter that takes no hand-off; the deadline is the node time in
--- µs after which the entry is stale).
+-- comes first in each of them, and names the keys and the first five
+-- arguments, which the two scripts take alike. Each script's own
+-- arguments follow, from ARGV[6].
+local key = KEYS[1] -- the lock key
+local waiters = KEYS[2] -- sorted set: waiter id by priority, smaller first
+local entries = KEYS[3] -- hash: waiter id -> entry (below)
+local reservedPrefix = ARGV[1] -- the value that keeps the key for waiter w is reservedPrefix .. w
+local handoffPrefix = ARGV[2] -- a hand-off to waiter "<client>.<n>" is announced on
+local handoffTail = ARGV[3] -- handoffPrefix .. <client> .. handoffTail
+local window = ARGV[4] -- the reservation window in ms, "0" for none (then the key goes to no waiter)
+local slack = tonumber(ARGV[5]) -- how long (ms) an entry outlives the time its waiter is due back
+
+-- An entry is "<deadline> <round> <ttl> <hand-off token>", or "<deadline>"
+-- alone for a waiter that takes no hand-off; the deadline is the node
+-- time in µs after which the entry is stale.
 
 -- announce publishes msg on ch. A node that refuses (a user without the
 -- PUBLISH permission) does not undo the script: the refusal is kept in
@@ -26,7 +35,7 @@ end
 -- entry reads a waiter's entry: its deadline, and its latest round, TTL
 -- and hand-off token when it takes hand-offs (round 0 otherwise).
 local function entry(w)
-	local s = redis.call("HGET", KEYS[3], w)
+	local s = redis.call("HGET", entries, w)
 	if not s then
 		return nil
 	end
@@ -41,10 +50,11 @@ end
 -- entry, or a hand-off token just given (the entry's round, which refuses
 -- the waiter's late rounds, then lasts as long as the token).
 local function outlive(ttl)
-	for i = 2, 3 do
-		if redis.call("PTTL", KEYS[i]) < tonumber(ttl) then
-			redis.call("PEXPIRE", KEYS[i], ttl)
-		end
+	if redis.call("PTTL", waiters) < tonumber(ttl) then
+		redis.call("PEXPIRE", waiters, ttl)
+	end
+	if redis.call("PTTL", entries) < tonumber(ttl) then
+		redis.call("PEXPIRE", entries, ttl)
 	end
 end
 
@@ -53,19 +63,19 @@ end
 -- the key's new value; nil when it gave the key to no one and left it as
 -- it was. A waiter with a hand-off token gets it, with the waiter's
 -- TTL, and holds the key here without asking again; its entry then runs
--- out after keep ms at most (half its TTL at most), as for a round that
--- wins, should the waiter be gone. A waiter without one gets
--- "redlock:reserved:<id>" for window ms: SET NX from anyone fails, and
--- the acquisition script lets that waiter in. Either is announced to the
--- waiter's Client alone (a waiter id is "<client>.<n>"), on
--- "redlock:handoff:<client>:<key>": "<id> <round>" for a hand-off (the
--- waiter's latest round that ran here), "<id>" for a reservation. Stale
--- entries (waiters that left without saying so) are dropped from the head
--- of the queue on the way, a bounded number per call. now is the node
--- time in µs, or nil to read it when needed.
-local function giveToHead(now, keep, window, except)
+-- out after slack ms at most (half its TTL at most), as for a round that
+-- wins, should the waiter be gone. A waiter without one gets a
+-- reservation (reservedPrefix .. its id) for window ms: SET NX from
+-- anyone fails, and the acquisition script lets that waiter in. Either is
+-- announced to the waiter's Client alone, on its hand-off channel:
+-- "<id> <round>" for a hand-off (the waiter's latest round that ran
+-- here), "<id>" for a reservation. Stale entries (waiters that left
+-- without saying so) are dropped from the head of the queue on the way, a
+-- bounded number per call. now is the node time in µs, or nil to read it
+-- when needed.
+local function giveToHead(now, except)
 	for _ = 1, 64 do
-		local head = redis.call("ZRANGE", KEYS[2], 0, 0)[1]
+		local head = redis.call("ZRANGE", waiters, 0, 0)[1]
 		if not head then
 			return nil
 		end
@@ -75,22 +85,22 @@ local function giveToHead(now, keep, window, except)
 			if head == except then
 				return nil
 			end
-			local ch = "redlock:handoff:" .. (string.match(head, "^([^.]*)%.") or "") .. ":" .. KEYS[1]
+			local ch = handoffPrefix .. (string.match(head, "^([^.]*)%.") or "") .. handoffTail
 			if tok then
-				redis.call("SET", KEYS[1], tok, "PX", ttl)
-				local k = math.min(keep, math.floor(tonumber(ttl) / 2))
-				redis.call("HSET", KEYS[3], head, string.format("%.0f %d %s %s", now + k * 1000, r, ttl, tok))
+				redis.call("SET", key, tok, "PX", ttl)
+				local k = math.min(slack, math.floor(tonumber(ttl) / 2))
+				redis.call("HSET", entries, head, string.format("%.0f %d %s %s", now + k * 1000, r, ttl, tok))
 				outlive(ttl)
 				announce(ch, head .. " " .. r)
 				return tok
 			end
-			local v = "redlock:reserved:" .. head
-			redis.call("SET", KEYS[1], v, "PX", window)
+			local v = reservedPrefix .. head
+			redis.call("SET", key, v, "PX", window)
 			announce(ch, head)
 			return v
 		end
-		redis.call("ZREM", KEYS[2], head)
-		redis.call("HDEL", KEYS[3], head)
+		redis.call("ZREM", waiters, head)
+		redis.call("HDEL", entries, head)
 	end
 	return nil
 end

@@ -2,32 +2,30 @@
 -- give it to the longest waiter, and announce it.
 -- Unlock and failed rounds give up their token; a waiting Lock that gives
 -- up gives up what was handed to it, if anything, and leaves the queue.
--- KEYS[1] the lock key; KEYS[2] the waiters (sorted set by priority);
--- KEYS[3] the waiters' entries (see queue.lua).
--- ARGV[1] the value the caller owns; ARGV[2] the reservation window in
--- ms, 0 for none; ARGV[3] the caller's queue id, "" for none: it leaves
--- the queue even on a node where the key is not its own; ARGV[4] a second
--- value the caller owns, "" for none (the hand-off token of a waiter that
--- won by a round); ARGV[5] how long (ms) a waiter's entry outlives a
--- hand-off at most.
+-- queue.lua comes first: it names KEYS[1..3] (key, waiters, entries) and
+-- ARGV[1..5] (reservedPrefix, handoffPrefix, handoffTail, window, slack).
+local owned = ARGV[6] -- the value the caller owns
+local queueID = ARGV[7] -- the caller's queue id, "" for none: it leaves the queue even where the key is not its own
+local alt = ARGV[8] -- a second value the caller owns, "" for none (the hand-off token of a waiter that won by a round)
+local releaseChannel = ARGV[9] -- where a key left free is announced to everyone
+
 -- With a live waiter queued and a window, the key is not deleted but
 -- given to the longest waiter (giveToHead, queue.lua). A key left free is
--- announced to everyone on "redlock:released:<key>" with an empty
--- message.
+-- announced on releaseChannel with an empty message.
 -- Returns 1 when the key held what the caller owns and is given up, 0
 -- otherwise; {1, error} when it was given up but the node refused to
 -- announce it (PUBLISH denied).
-if ARGV[3] ~= "" then
-	redis.call("ZREM", KEYS[2], ARGV[3])
-	redis.call("HDEL", KEYS[3], ARGV[3])
+if queueID ~= "" then
+	redis.call("ZREM", waiters, queueID)
+	redis.call("HDEL", entries, queueID)
 end
-local v = redis.call("GET", KEYS[1])
-if v ~= ARGV[1] and (ARGV[4] == "" or v ~= ARGV[4]) then
+local v = redis.call("GET", key)
+if v ~= owned and (alt == "" or v ~= alt) then
 	return 0
 end
-if not (tonumber(ARGV[2]) > 0 and giveToHead(nil, tonumber(ARGV[5]), ARGV[2])) then
-	redis.call("DEL", KEYS[1])
-	announce("redlock:released:" .. KEYS[1], "")
+if not (tonumber(window) > 0 and giveToHead(nil, nil)) then
+	redis.call("DEL", key)
+	announce(releaseChannel, "")
 end
 if refused then
 	return {1, refused}

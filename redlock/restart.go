@@ -18,10 +18,6 @@ import (
 // client of the nodes uses, unless WithRestartSafety says otherwise.
 const defaultMaxTTL = time.Minute
 
-// MarkerKey is the key, on every node, that restart safety keeps the
-// node's run id in (docs/safety.md). It has no TTL.
-const MarkerKey = "redlock:node"
-
 // ErrNodeRestarted is in the chain of a node's error in a QuorumError
 // when restart safety did not count the node: it came back without its
 // data (or from an old snapshot) less than the maximum TTL ago, so it
@@ -254,7 +250,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 			before = g.Generation()
 		}
 		var reply any
-		reply, err = c.pools[i].Eval(ctx, nodeScript, MarkerKey, mark)
+		reply, err = c.pools[i].Eval(ctx, nodeScript, nodeArgs(mark)...)
 		if err != nil {
 			err = explainDenied(err)
 			c.rs.lastErr[i].Store(&err)

@@ -22,11 +22,13 @@ var (
 	//go:embed node.lua
 	nodeSource string
 
-	// The scripts take the keys in KEYS and every value in ARGV; nothing
-	// is ever interpolated into their source. The acquisition script takes
-	// 3 keys, 5 with fencing, so its key count goes with each call. The
-	// two scripts that work on the waiters' queue share its functions,
-	// which come first in their source.
+	// The scripts take the keys in KEYS and every value in ARGV, the names
+	// of channels included (keys.go); nothing is ever interpolated into
+	// their source. Each names its keys and arguments at its top. The
+	// acquisition script takes 3 keys, 5 with fencing, so its key count
+	// goes with each call. The two scripts that work on the waiters' queue
+	// share its functions, and its keys and first arguments, which come
+	// first in their source (queue.lua).
 	acquireScript     = redis.NewScript(-1, queueSource+acquireSource)
 	releaseScript     = redis.NewScript(3, queueSource+releaseSource)
 	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
@@ -34,31 +36,6 @@ var (
 	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)
 	nodeScript        = redis.NewScript(1, nodeSource)
 )
-
-// The keys and the channel that go with a lock key. They are derived from
-// the key alone, so that every client of a key agrees on them.
-func waitersKey(key string) string   { return key + ":waiters" }
-func deadlinesKey(key string) string { return key + ":waiters:until" }
-
-// reservedPrefix starts the value a release leaves in the lock key to keep
-// it for a waiter that takes no hand-off (a fenced one): reservedPrefix +
-// the waiter's id (giveToHead in queue.lua; acquire.lua lets it in).
-const reservedPrefix = "redlock:reserved:"
-
-// ReleaseChannel returns the pub/sub channel on which every node announces
-// that lock key was released and is free for anyone: "redlock:released:"
-// + key, with an empty message (the scripts derive it from the key). A
-// release that gives the key to a waiting Lock call announces it only to
-// that call's Client, on "redlock:handoff:<client id>:" + key: the
-// message is the call's id and the number of its round that the hand-off
-// followed ("<id> <round>"), or the id alone for a reservation (a fenced
-// call). Waiting Lock calls subscribe to both; nothing else needs to.
-func ReleaseChannel(key string) string { return "redlock:released:" + key }
-
-// handoffChannel is the channel on which the nodes tell Client cid that
-// key is kept for one of its waiters (see ReleaseChannel). A waiter id is
-// cid + "." + a number, and the scripts find the channel from it.
-func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + ":" + key }
 
 // releaseCall returns the script and arguments that give up token on
 // key. A key that is not contended (queued is false: the lock was taken
@@ -70,9 +47,39 @@ func handoffChannel(cid, key string) string { return "redlock:handoff:" + cid + 
 // given up with token ("" for none: see releaseArgs).
 func (c *Client) releaseCall(key, token, waited, alt string, queued bool) (*redis.Script, []any) {
 	if !queued {
-		return releaseFreeScript, []any{key, token}
+		return releaseFreeScript, releaseFreeArgs(key, token)
 	}
 	return releaseScript, c.releaseArgs(key, token, waited, alt)
+}
+
+// The arguments of each script, in the order of the named locals at the
+// top of its source; the keys and channels come from keys.go.
+
+// acquireArgs are the acquisition script's key count, keys and arguments
+// for a round of w (nil for a caller that does not wait) that sets token
+// for ms; epoch is a new random epoch for a fenced acquisition, "" for
+// none.
+func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, epoch string) []any {
+	id, prio, waited, round, handoff := "", int64(0), int64(0), 0, ""
+	if w != nil {
+		id, prio, waited = w.id, w.sinceWall, c.cfg.clock.Now().Sub(w.since).Microseconds()
+		round, handoff = w.rounds+1, w.token
+	}
+	nkeys := 3
+	if epoch != "" {
+		nkeys = 5
+	}
+	args := make([]any, 0, 20)
+	args = append(args, nkeys, key, waitersKey(key), entriesKey(key))
+	if epoch != "" {
+		args = append(args, fenceKey(key), epochKey)
+	}
+	args = c.appendQueueArgs(args, key)
+	args = append(args, token, ms, id, prio, waited, c.refreshMs, round, handoff)
+	if epoch != "" {
+		args = append(args, epoch)
+	}
+	return args
 }
 
 // releaseArgs are the release script's keys and arguments: key gives up
@@ -81,5 +88,38 @@ func (c *Client) releaseCall(key, token, waited, alt string, queued bool) (*redi
 // token, which a node may have set after the round ran there. waited is
 // the queue id that leaves the queue ("" for none).
 func (c *Client) releaseArgs(key, owned, waited, alt string) []any {
-	return []any{key, waitersKey(key), deadlinesKey(key), owned, c.windowArg, waited, alt, c.slackMs}
+	args := make([]any, 0, 12)
+	args = append(args, key, waitersKey(key), entriesKey(key))
+	args = c.appendQueueArgs(args, key)
+	return append(args, owned, waited, alt, releaseChannel(key))
+}
+
+// appendQueueArgs appends the arguments that queue.lua takes first in
+// the acquisition and release scripts, ARGV[1..5].
+func (c *Client) appendQueueArgs(args []any, key string) []any {
+	return append(args, reservedPrefix, handoffPrefix, handoffTail(key), c.windowArg, c.slackMs)
+}
+
+// releaseFreeArgs are the short release's keys and arguments: key gives
+// up token.
+func releaseFreeArgs(key, token string) []any {
+	return []any{key, token, releaseChannel(key)}
+}
+
+// extendArgs are the extension script's keys and arguments: key, if it
+// holds token, lives ms from now.
+func extendArgs(key, token string, ms int64) []any {
+	return []any{key, token, ms}
+}
+
+// fenceStoreArgs are the fence write-back's keys and arguments: key's
+// counter takes fence if it is above it.
+func fenceStoreArgs(key string, fence uint64) []any {
+	return []any{fenceKey(key), fence}
+}
+
+// nodeArgs are the restart check's keys and arguments: mark is the run
+// id to mark the node with, if it is the node's, "" for none.
+func nodeArgs(mark string) []any {
+	return []any{markerKey, mark}
 }

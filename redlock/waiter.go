@@ -337,7 +337,7 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	}
 	// The release of what was handed to it, if anything: it passes to
 	// the next waiter.
-	owned, alt := reservedPrefix+w.id, ""
+	owned, alt := reservation(w.id), ""
 	if w.token != "" {
 		owned, alt = w.token, owned
 	}

@@ -175,11 +175,22 @@ func script(t *testing.T, name string, keys int) *redis.Script {
 }
 
 // acquireArgs are acquire.lua's keys and arguments for waiter id's round
-// with token, hand-off token handoff, TTL 10s, and a wait that began now.
+// with token, hand-off token handoff, TTL 10s, and a wait that began now:
+// first queue.lua's (the names, window 50ms, slack 150ms).
 func acquireArgs(key, token, id string, round int, handoff string) []any {
 	prio := time.Now().UnixMicro()
 	return []any{3, key, key + ":waiters", key + ":waiters:until",
-		token, 10_000, id, prio, 0, 1000, 150, 50, round, handoff}
+		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
+		token, 10_000, id, prio, 0, 1000, round, handoff}
+}
+
+// releaseArgs are release.lua's keys and arguments for giving up owned
+// and alt, the queue id id leaving the queue: first queue.lua's, as in
+// acquireArgs.
+func releaseArgs(key, owned, id, alt string) []any {
+	return []any{key, key + ":waiters", key + ":waiters:until",
+		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
+		owned, id, alt, "redlock:released:" + key}
 }
 
 // The scripts, on one real node: a hand-off sets the head's token and
@@ -206,7 +217,7 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 		require.Equal(t, int64(0), v[0])
 	}
 	sub := subscribe(t, s, "redlock:handoff:cw:"+key)
-	require.Equal(t, int64(1), eval(release, key, key+":waiters", key+":waiters:until", "held", 50, "", "", 150))
+	require.Equal(t, int64(1), eval(release, releaseArgs(key, "held", "", "")...))
 	v, _ := get(t, s, key)
 	require.Equal(t, "h", v, "the release sets the head's hand-off token")
 	require.Equal(t, "cw.1 2", sub(), "naming w and its round 2")
@@ -227,8 +238,8 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	// have set it after the round ran there.
 	_, err := conn.Do("SET", key, "h")
 	require.NoError(t, err)
-	require.Equal(t, int64(0), eval(release, key, key+":waiters", key+":waiters:until", "w-round-3", 50, "cw.1", "", 150))
-	require.Equal(t, int64(1), eval(release, key, key+":waiters", key+":waiters:until", "w-round-3", 50, "cw.1", "h", 150))
+	require.Equal(t, int64(0), eval(release, releaseArgs(key, "w-round-3", "cw.1", "")...))
+	require.Equal(t, int64(1), eval(release, releaseArgs(key, "w-round-3", "cw.1", "h")...))
 	_, ok := get(t, s, key)
 	require.False(t, ok, "no one left queued: the key is free")
 

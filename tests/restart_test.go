@@ -26,7 +26,7 @@ func restartEmpty(t *testing.T, e *env, which ...int) time.Time {
 
 // marker returns node s's restart-safety marker, "" when it has none.
 func marker(t *testing.T, s *redistest.Server) string {
-	v, _ := get(t, s, redlock.MarkerKey)
+	v, _ := get(t, s, "redlock:node")
 	return v
 }
 

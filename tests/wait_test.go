@@ -160,7 +160,7 @@ func awaitWaiting(t testing.TB, nodes []*redistest.Server, key string, n int64) 
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, s := range nodes {
-			if queued(t, s, key) != n || numSub(t, s, redlock.ReleaseChannel(key)) == 0 {
+			if queued(t, s, key) != n || numSub(t, s, "redlock:released:"+key) == 0 {
 				return false
 			}
 		}
@@ -369,7 +369,7 @@ func TestLock_waiterSurvivesEveryNodeRestarting(t *testing.T) {
 	held := takeEverywhere(t, e, holder, key, hourTTL)
 	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
-	ch := redlock.ReleaseChannel(key)
+	ch := "redlock:released:" + key
 	for i, s := range e.nodes {
 		require.NoError(t, s.Kill())
 		require.NoError(t, s.Restart())
@@ -424,7 +424,7 @@ func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
 	for _, key := range keys {
 		awaitWaiting(t, e.nodes, key, 4)
 		for _, s := range e.nodes {
-			require.Equal(t, int64(1), numSub(t, s, redlock.ReleaseChannel(key)), "one connection per node per Client")
+			require.Equal(t, int64(1), numSub(t, s, "redlock:released:"+key), "one connection per node per Client")
 		}
 	}
 	cancel()
@@ -437,7 +437,7 @@ func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
 	for _, key := range keys {
 		require.Eventually(t, func() bool {
 			for _, s := range e.nodes {
-				if numSub(t, s, redlock.ReleaseChannel(key)) != 0 || queued(t, s, key) != 0 {
+				if numSub(t, s, "redlock:released:"+key) != 0 || queued(t, s, key) != 0 {
 					return false
 				}
 			}
@@ -521,7 +521,7 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, key := range names {
 			for _, s := range e.nodes {
-				if numSub(t, s, redlock.ReleaseChannel(key)) != 0 {
+				if numSub(t, s, "redlock:released:"+key) != 0 {
 					return false
 				}
 			}
@@ -695,7 +695,7 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 	proxy.freeze()
 	require.Eventually(t, func() bool {
 		ids := pubsubClients(t, e.nodes[0])
-		return len(ids) == 1 && ids[0] != first[0] && numSub(t, e.nodes[0], redlock.ReleaseChannel(key)) == 1
+		return len(ids) == 1 && ids[0] != first[0] && numSub(t, e.nodes[0], "redlock:released:"+key) == 1
 	}, pubsubSilence+10*time.Second, 10*time.Millisecond, "the silent connection is replaced and subscribes again")
 	require.NoError(t, held.Unlock(ctxT(t, quickly)), "nodes 0 and 1 release: a quorum")
 	select {
