@@ -240,7 +240,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		}
 	}
 	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
-	l.fence = fence
+	l.fence, l.boxed = fence, r.keyToken()
 	return l, r, nil
 }
 

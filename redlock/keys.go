@@ -3,9 +3,10 @@ package redlock
 // The names of everything a Client keeps on the nodes or announces
 // through them, all derived here. The scripts build none of them: the
 // Client passes each key in KEYS and each channel or value in ARGV
-// (scripts.go). The one name a script must complete is the hand-off
-// channel of the waiter at the head of a queue, whose Client only the
-// node knows: it gets the parts around the Client id. docs/operations.md
+// (scripts.go). A script completes two names: the hand-off channel of
+// the waiter at the head of a queue, whose Client only the node knows (it
+// gets the parts around the Client id), and, in the short release, the
+// release channel (it gets the prefix). docs/operations.md
 // ("Keys and channels") has the table of them all: type, contents, writer.
 //
 // Every process that locks the same keys shares these names, processes
@@ -33,8 +34,12 @@ const epochKey = "redlock:epoch"
 const markerKey = "redlock:node"
 
 // releaseChannel is where every node announces, with an empty message,
-// that key was released and left free for anyone.
-func releaseChannel(key string) string { return "redlock:released:" + key }
+// that key was released and left free for anyone. The short release
+// (release_free.lua) takes releasedPrefix and completes it, which spares
+// an uncontended Unlock building the name.
+func releaseChannel(key string) string { return releasedPrefix + key }
+
+const releasedPrefix = "redlock:released:"
 
 // A release that gives key to a waiting Lock call announces it to that
 // call's Client alone, on handoffChannel(client id, key): the message is

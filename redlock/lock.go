@@ -20,6 +20,9 @@ type Lock struct {
 	// waited is the queue id the lock was waited for with; its release
 	// drops any entry a node still has for it. "" when it did not wait.
 	waited string
+	// boxed is the key and token as the plain round that took the lock
+	// sent them, for its release to reuse; nil otherwise.
+	boxed []any
 	// alt is the hand-off token of the Lock call that won the lock by a
 	// round: a node may have set it after the round ran there, and the
 	// release gives it up too. "" otherwise.
@@ -176,7 +179,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.ext != nil {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
-	script, args := l.c.releaseCall(l.key, l.token, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
+	script, args := l.c.releaseCall(l.key, l.token, l.boxed, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
 	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.after})
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ type debt struct {
 func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round, ttl time.Duration) {
 	// A plain SET NX round was a first try: its key is most likely not
 	// contended. A script round is a waiter's.
-	script, args := c.releaseCall(key, token, "", "", r.op.script != nil)
+	script, args := c.releaseCall(key, token, r.keyToken(), "", "", r.op.script != nil)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
 	var owed []int
 	for i, n := range r.nodes {

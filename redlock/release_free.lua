@@ -6,7 +6,7 @@
 -- for the longest of them (acquire.lua), so the order still holds.
 local key = KEYS[1] -- the lock key
 local token = ARGV[1] -- the owner token
-local releaseChannel = ARGV[2] -- where the key, once free, is announced to everyone
+local releaseChannel = ARGV[2] .. key -- where the key, once free, is announced to everyone: releasedPrefix .. key
 
 -- Returns 1 when the key was ours and is gone, 0 when it was not ours;
 -- {1, error} when it is gone but the node refused to announce it

@@ -147,6 +147,15 @@ func (r *round) unsettled(i int) bool {
 	return r != nil && r.sent && r.nodes[i].Status == NodePending && !r.settledAll()
 }
 
+// keyToken returns the key and token a plain round (SET NX) sent, boxed:
+// its release reuses them. nil for other rounds.
+func (r *round) keyToken() []any {
+	if r.op.cmd != "SET" {
+		return nil
+	}
+	return r.op.args[:2:2]
+}
+
 // settledAll reports whether every node has answered r (or it was not
 // sent).
 func (r *round) settledAll() bool { return !r.sent || r.left.Load() == 0 }

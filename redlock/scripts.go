@@ -44,9 +44,14 @@ var (
 // order of a queue, if there is one after all, still holds. Otherwise the
 // full release gives the key to the head of the queue; waited is the
 // queue id the lock was waited for with ("" for none), alt a second value
-// given up with token ("" for none: see releaseArgs).
-func (c *Client) releaseCall(key, token, waited, alt string, queued bool) (*redis.Script, []any) {
+// given up with token ("" for none: see releaseArgs). boxed, when not
+// nil, is key and token boxed already (a plain round's arguments), which
+// the short release uses as they are.
+func (c *Client) releaseCall(key, token string, boxed []any, waited, alt string, queued bool) (*redis.Script, []any) {
 	if !queued {
+		if boxed != nil {
+			return releaseFreeScript, releaseFreeArgs(boxed[0], boxed[1])
+		}
 		return releaseFreeScript, releaseFreeArgs(key, token)
 	}
 	return releaseScript, c.releaseArgs(key, token, waited, alt)
@@ -102,8 +107,8 @@ func (c *Client) appendQueueArgs(args []any, key string) []any {
 
 // releaseFreeArgs are the short release's keys and arguments: key gives
 // up token.
-func releaseFreeArgs(key, token string) []any {
-	return []any{key, token, releaseChannel(key)}
+func releaseFreeArgs(key, token any) []any {
+	return []any{key, token, releasedPrefix}
 }
 
 // extendArgs are the extension script's keys and arguments: key, if it
