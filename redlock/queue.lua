@@ -48,13 +48,16 @@ end
 
 -- outlive makes the queue last ttl ms at least: as long as its newest
 -- entry, or a hand-off token just given (the entry's round, which refuses
--- the waiter's late rounds, then lasts as long as the token).
+-- the waiter's late rounds, then lasts as long as the token). A key that
+-- falls short gets twice ttl, so that on a busy key most calls find it
+-- long enough and write nothing.
 local function outlive(ttl)
-	if redis.call("PTTL", waiters) < tonumber(ttl) then
-		redis.call("PEXPIRE", waiters, ttl)
+	ttl = tonumber(ttl)
+	if redis.call("PTTL", waiters) < ttl then
+		redis.call("PEXPIRE", waiters, 2 * ttl)
 	end
-	if redis.call("PTTL", entries) < tonumber(ttl) then
-		redis.call("PEXPIRE", entries, ttl)
+	if redis.call("PTTL", entries) < ttl then
+		redis.call("PEXPIRE", entries, 2 * ttl)
 	end
 end
 
