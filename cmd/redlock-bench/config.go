@@ -27,8 +27,13 @@ var modes = []string{modeLatency, modeThroughput, modeContended, modeTakeover}
 const (
 	poolPipelined = "pipelined" // pool.New
 	poolPlain     = "plain"     // pool.FromRedigo on a redigo *redis.Pool
-	poolBoth      = "both"      // one run with each
+	poolPolling   = "polling"   // pollClient: redsync-style, on a redigo *redis.Pool per node
+	poolBoth      = "both"      // pipelined, then plain
+	poolAll       = "all"       // pipelined, plain, then polling
 )
+
+// poolValues lists the values of -pool, for messages.
+var poolValues = []string{poolPipelined, poolPlain, poolPolling, poolBoth, poolAll}
 
 // Values of the hidden -backend flag, which picks what serves the nodes
 // when -addrs is not given. It exists so that tests can force the fallback.
@@ -60,7 +65,7 @@ const (
 // config is what the flags ask for.
 type config struct {
 	mode        string        // modeLatency, modeThroughput, modeContended or modeTakeover
-	pool        string        // poolPipelined, poolPlain or poolBoth
+	pool        string        // one of poolValues
 	addrs       []string      // existing nodes; empty: start nodes
 	nodes       int           // how many nodes to start without addrs
 	duration    time.Duration // how long to measure, per pool kind
@@ -142,8 +147,11 @@ func (c config) workersPerClient() int {
 
 // poolKinds lists the pool kinds to run, in order.
 func (c config) poolKinds() []string {
-	if c.pool == poolBoth {
+	switch c.pool {
+	case poolBoth:
 		return []string{poolPipelined, poolPlain}
+	case poolAll:
+		return []string{poolPipelined, poolPlain, poolPolling}
 	}
 	return []string{c.pool}
 }
@@ -164,7 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	var addrs string
 	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\"")
-	fs.StringVar(&cfg.pool, "pool", cfg.pool, "client pool: \"pipelined\" (pool.New), \"plain\" (a redigo pool per node) or \"both\"")
+	fs.StringVar(&cfg.pool, "pool", cfg.pool, "client: \"pipelined\" (pool.New), \"plain\" (the same client on a redigo pool per node), \"polling\" (a redsync-style polling client), \"both\" (pipelined, plain) or \"all\" (pipelined, plain, polling)")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long to measure, per pool kind")
@@ -257,8 +265,8 @@ func (c config) validate() error {
 	switch {
 	case !slices.Contains(modes, c.mode):
 		return fmt.Errorf("-mode %q: want %q, %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended, modeTakeover)
-	case c.pool != poolPipelined && c.pool != poolPlain && c.pool != poolBoth:
-		return fmt.Errorf("-pool %q: want %q, %q or %q", c.pool, poolPipelined, poolPlain, poolBoth)
+	case !slices.Contains(poolValues, c.pool):
+		return fmt.Errorf("-pool %q: want %q, %q, %q, %q or %q", c.pool, poolPipelined, poolPlain, poolPolling, poolBoth, poolAll)
 	case c.nodes < 1:
 		return fmt.Errorf("-nodes %d must be at least 1", c.nodes)
 	case c.duration <= 0:

@@ -119,6 +119,10 @@ func holdFor(ctx context.Context, d time.Duration) bool {
 	if left := d - time.Since(start) - wakeSlack; left > 0 {
 		kernelSleep(left)
 	}
+	// The loop's wall time is counted (spinNanos): it is CPU the tool
+	// spends, not the lock client, though other goroutines can run in it.
+	loop := time.Now()
+	defer func() { spinNanos.Add(int64(time.Since(loop))) }()
 	for time.Since(start) < d {
 		if ctx.Err() != nil {
 			return false

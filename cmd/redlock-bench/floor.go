@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -22,6 +23,7 @@ type floor struct {
 	key   string
 	ttlMs int64
 	conns []redis.Conn
+	sent  []map[string]int64 // by node: the commands written, by lower-case name as INFO commandstats names them
 	hist  *hist
 	err   error // the error that stopped it, if any
 }
@@ -43,6 +45,7 @@ func dialFloor(addrs []string, key string, ttl, nodeTimeout time.Duration) (*flo
 			return nil, fmt.Errorf("floor: node %s: %w", addr, err)
 		}
 		f.conns = append(f.conns, c)
+		f.sent = append(f.sent, map[string]int64{})
 	}
 	return f, nil
 }
@@ -72,13 +75,14 @@ func (f *floor) round() error {
 
 // all sends cmd to every node, then reads every reply.
 func (f *floor) all(cmd string, args ...any) error {
-	for _, c := range f.conns {
+	for i, c := range f.conns {
 		if err := c.Send(cmd, args...); err != nil {
 			return fmt.Errorf("floor: %s: %w", cmd, err)
 		}
 		if err := c.Flush(); err != nil {
 			return fmt.Errorf("floor: %s: %w", cmd, err)
 		}
+		f.sent[i][strings.ToLower(cmd)]++
 	}
 	var errs []error
 	for _, c := range f.conns {
@@ -94,6 +98,18 @@ func (f *floor) all(cmd string, args ...any) error {
 		return fmt.Errorf("floor: %s: %w", cmd, err)
 	}
 	return nil
+}
+
+// sentCounts returns a copy of the commands written so far, by node.
+func (f *floor) sentCounts() []map[string]int64 {
+	out := make([]map[string]int64, len(f.sent))
+	for i, m := range f.sent {
+		out[i] = make(map[string]int64, len(m))
+		for k, v := range m {
+			out[i][k] = v
+		}
+	}
+	return out
 }
 
 // phase makes floor rounds back to back for d or until ctx ends.

@@ -35,11 +35,15 @@
 // the lock for -hold (default 10ms) before Unlock. The report gives
 // acquisitions/s, the wait (from starting Lock to getting it: the acquire
 // row), the hand-off (from one holder's Unlock returning to the next
-// holder's Lock returning; 0 when that Lock returned first), the idle
-// time (from one holder calling Unlock to the next holder's Lock
-// returning), each hold as it was (the held row: a hold lasts -hold, see
-// holdFor) and the efficiency, acquisitions/s ÷ (1/hold): 1 means the
-// lock was never idle while someone wanted it. After the run,
+// holder's Lock returning; 0 when that Lock returned first), the idle gap
+// (the idle row: from one holder calling Unlock to the next holder's Lock
+// returning, whichever worker that is: how long the key sat free while
+// workers wanted it), each hold as it was (the held row: a hold lasts
+// -hold, see holdFor), the efficiency, acquisitions/s ÷ (1/hold): 1 means
+// the lock was never idle while someone wanted it, and the overlapping
+// holds: Lock calls that returned while another worker held the lock
+// (between its Lock returning and its Unlock being called), 0 unless
+// mutual exclusion failed. After the run,
 // one worker takes and releases a key of its own at the same hold for a
 // quarter of the run (at most a second): its Lock p50 is one uncontended
 // lock round at that pace, and the report gives hand-off p50 ÷ it.
@@ -74,7 +78,9 @@
 // contention looks like N separate processes. The default is one Client
 // per worker in contended and takeover modes, and 1 in latency and
 // throughput modes; N must be from 1 to the number of workers. Every
-// Client and its pools are closed at the end of each run.
+// Client and its pools are closed at the end of each run. With -pool
+// polling they are N polling clients, each with redigo pools of its own.
+// The report's clients line says how many there were.
 //
 // # Pools
 //
@@ -83,9 +89,22 @@
 // -pool plain runs it on a redigo *redis.Pool per node (one connection per
 // call, the way most Redis lock libraries work) with the same 1s dial,
 // read and write timeouts and 2 idle connections per worker of its Client
-// (plus 8), wrapped with pool.FromRedigo. -pool both runs the mode once with each,
-// on the same nodes, each for -duration, and prints the ratios
-// pipelined/plain of rounds/s and of acquire p50.
+// (plus 8), wrapped with pool.FromRedigo. -pool polling runs a minimal
+// Redlock client in the manner of go-redsync/redsync v4 instead of the
+// library (pollClient), on redigo pools like the plain ones: an attempt
+// sends SET key value NX PX ttl to every node at once and waits for all;
+// it holds the lock on a quorum with validity left (ttl less the
+// attempt's duration and ttl×0.01); otherwise it runs a GET/DEL release
+// script on every node and tries again after a random 50-249ms, until
+// its context ends (redsync gives up after 32 attempts: the report counts
+// acquisitions that needed more); Unlock runs the release script on every
+// node. -pool both runs the mode with pipelined, then plain; -pool all
+// with pipelined, plain, then polling; each on the same nodes for
+// -duration. With pipelined and plain the report gives the ratios
+// pipelined/plain of rounds/s and of acquire p50; in contended mode with
+// polling and another kind, each other kind's ratios to polling of
+// acquisitions/s, Redis CPU, commands and script calls per acquisition,
+// wait p99, idle gap p50 and client CPU per acquisition.
 //
 // # Faults
 //
@@ -116,7 +135,34 @@
 // for it, but tells those keys apart by their values, the tokens of the
 // locks the dead holders took; it reports them as keys of dead holders
 // (they expire by themselves within the TTL) and counts only other keys
-// as leftover. -json prints the same as one JSON object on stdout
+// as leftover.
+//
+// Per pool kind the report also gives what the measured window (not the
+// warm-up, the reference or the floor phase after it) cost per operation:
+// a lock+unlock round, or in contended and takeover modes an acquisition.
+// The client's CPU is this process's (getrusage(RUSAGE_SELF), user +
+// system: the lock client, the Go runtime and the tool's bookkeeping; with
+// in-process miniredis servers, the servers too), with the part the tool
+// may have spent spinning at the end of each hold (holdFor's yield loop;
+// its wall time, an upper bound). The servers' figures come from INFO all,
+// asked before and after the window on a connection per node that the
+// tool keeps open across it, on the nodes it started and on -addrs nodes
+// alike (which count everything their other clients do too): Redis CPU
+// per operation is the difference of used_cpu_sys + used_cpu_user (the
+// whole redis-server process) summed over the nodes; commands per
+// operation and node come from INFO commandstats (calls + rejected_calls
+// of every command, those run by scripts through redis.call included),
+// less the tool's own INFO calls, and, in latency mode, less the floor's
+// SET and DEL (the floor runs in the window there; its CPU stays in).
+// Script calls are EVALSHA + EVAL. The table has a line per node with its
+// CPU, commands and script calls per operation and its five most called
+// commands; the JSON has every command's count. A node that does not
+// answer, restarted during the window, or has no such INFO (miniredis) is
+// left out of the sums, and the report says so. In takeover mode the idle
+// gap is the takeover row: there is no Unlock, the key is free from its
+// expiry.
+//
+// -json prints the same as one JSON object on stdout
 // instead of the table (durations in microseconds, fields ending in _us).
 // -plot FILE draws the acquire latency distribution (percentile on a log
 // axis), one curve per pool kind (in takeover mode, and one of the

@@ -30,6 +30,7 @@ type nodes struct {
 	// servers cannot answer the restart check (INFO inside a script), and
 	// cannot restart either, so restart safety is off for them.
 	clientOpts []redlock.Option
+	inProcess  bool // miniredis: the servers run in this process, and count in its CPU time
 }
 
 // localNode is a node the tool started, which it may break on purpose.
@@ -120,6 +121,7 @@ func startMiniredis(n int) (*nodes, error) {
 		backend:    fmt.Sprintf("miniredis (in-process, not representative), %d nodes", n),
 		close:      closeAll,
 		clientOpts: []redlock.Option{redlock.WithRestartSafety(0)},
+		inProcess:  true,
 	}
 	for range n {
 		m, err := miniredis.Run()

@@ -74,11 +74,41 @@ func closePools(pools []pool.Pool) {
 	}
 }
 
-// clientSet is the redlock Clients of one run, each on pools of its own:
-// its own connections to every node, as a separate process would have.
+// locker is what a worker locks with: a redlock Client, or the polling
+// client.
+type locker interface {
+	// Lock takes key for ttl, retrying until it holds it or ctx ends.
+	Lock(ctx context.Context, key string, ttl time.Duration) (heldLock, error)
+	// Close ends the client's use of its pools; it may be called more
+	// than once.
+	Close() error
+}
+
+// heldLock is a lock a locker holds.
+type heldLock interface {
+	Unlock(ctx context.Context) error
+	Token() string // the value of the lock's key on the nodes
+}
+
+// redlockClient is a redlock Client as a locker.
+type redlockClient struct{ c *redlock.Client }
+
+func (r *redlockClient) Lock(ctx context.Context, key string, ttl time.Duration) (heldLock, error) {
+	l, err := r.c.Lock(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (r *redlockClient) Close() error { return r.c.Close() }
+
+// clientSet is the Clients of one run, each on pools of its own: its own
+// connections to every node, as a separate process would have.
 type clientSet struct {
-	clients []*redlock.Client
-	pools   [][]pool.Pool // pools[i] are clients[i]'s
+	clients []locker
+	pools   [][]pool.Pool // pools[i] are clients[i]'s; nil for polling clients, which own theirs
+	polling []*pollClient // the polling clients, also in clients
 }
 
 // newClients makes cfg.clients Clients on pools of the given kind, sized
@@ -87,6 +117,12 @@ func newClients(cfg config, kind string, ns *nodes) (*clientSet, error) {
 	s := &clientSet{}
 	opts := append([]redlock.Option{redlock.WithNodeTimeout(cfg.nodeTimeout)}, ns.clientOpts...)
 	for range cfg.clients {
+		if kind == poolPolling {
+			c := newPollClient(ns.addrs, cfg.workersPerClient())
+			s.clients, s.pools = append(s.clients, c), append(s.pools, nil)
+			s.polling = append(s.polling, c)
+			continue
+		}
 		pools, err := newPools(kind, ns.addrs, cfg.workersPerClient())
 		if err != nil {
 			s.close()
@@ -98,15 +134,28 @@ func newClients(cfg config, kind string, ns *nodes) (*clientSet, error) {
 			s.close()
 			return nil, err
 		}
-		s.clients = append(s.clients, c)
+		s.clients = append(s.clients, &redlockClient{c})
 		s.pools = append(s.pools, pools)
 	}
 	return s, nil
 }
 
 // forWorker returns worker i's Client: the workers are dealt round-robin.
-func (s *clientSet) forWorker(i int) *redlock.Client {
+func (s *clientSet) forWorker(i int) locker {
 	return s.clients[i%len(s.clients)]
+}
+
+// pollStats sums the polling clients' counters.
+func (s *clientSet) pollStats() pollStats {
+	var sum pollStats
+	for _, c := range s.polling {
+		p := c.snapshot()
+		sum.attempts += p.attempts
+		sum.acquisitions += p.acquisitions
+		sum.overTries += p.overTries
+		sum.maxAttempts = max(sum.maxAttempts, p.maxAttempts)
+	}
+	return sum
 }
 
 // closeClients closes every Client, which waits for the commands they

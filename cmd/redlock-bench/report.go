@@ -25,7 +25,11 @@ type report struct {
 	Duration    duration     `json:"duration_us"` // -duration, per pool kind
 	Interrupted bool         `json:"interrupted"`
 	Runs        []runReport  `json:"runs"`                         // one per pool kind
-	Ratio       *ratioReport `json:"pipelined_vs_plain,omitempty"` // with -pool both
+	Ratio       *ratioReport `json:"pipelined_vs_plain,omitempty"` // with -pool both or all
+	// VsPolling compares each other kind with the polling kind, in
+	// contended mode with the polling kind and others in one run (-pool
+	// all): each ratio is that kind's figure ÷ the polling kind's.
+	VsPolling []vsPollingReport `json:"vs_polling,omitempty"`
 }
 
 // runReport is one pool kind's results.
@@ -41,7 +45,10 @@ type runReport struct {
 	Contended      *contendedReport `json:"contended,omitempty"`
 	Takeover       *takeoverReport  `json:"takeover,omitempty"`
 	Fault          *faultReport     `json:"fault,omitempty"`
-	AllocsPerRound float64          `json:"allocs_per_round"` // whole process
+	AllocsPerRound float64          `json:"allocs_per_round"`   // whole process
+	Cost           costReport       `json:"cost"`               // what the client and the servers spent per operation
+	IdleGap        *idleGapReport   `json:"idle_gap,omitempty"` // contended and takeover modes
+	Polling        *pollingReport   `json:"polling,omitempty"`  // the polling kind
 	ConnsDialled   *int64           `json:"conns_dialled,omitempty"`
 	ConnsOpen      *int64           `json:"conns_open,omitempty"`
 	LeftoverKnown  bool             `json:"leftover_checked"` // only on nodes the tool started, when all answer
@@ -68,6 +75,7 @@ type contendedReport struct {
 	Held         summary `json:"held"`       // Lock returned → Unlock called: the hold as it was
 	Idle         summary `json:"idle"`       // Unlock called → next Lock returned
 	Reacquired   int     `json:"reacquired"` // acquisitions by the worker that released last
+	Overlaps     int     `json:"overlaps"`   // acquisitions while another worker held the lock: 0 unless mutual exclusion failed
 	// Reference is one worker's Lock on a key of its own at the same hold,
 	// measured right after the run: one uncontended lock round at this
 	// pace. HandoffRatio is hand-off p50 ÷ its p50.
@@ -103,6 +111,102 @@ type faultReport struct {
 	Before   summary  `json:"before"`    // acquire latency before the fault
 	After    summary  `json:"after"`     // and after
 	P99Ratio float64  `json:"p99_ratio"` // after p99 / before p99
+}
+
+// costReport is what the client and the nodes spent during the measured
+// window, per operation: a lock+unlock round, or in contended and
+// takeover modes an acquisition. Per-operation figures are 0 without
+// operations.
+type costReport struct {
+	Op  string `json:"op"`  // "lock+unlock" or "acquisition"
+	Ops int64  `json:"ops"` // lock+unlock rounds with no error; contended and takeover modes: acquisitions
+	// ClientCPU is this process's CPU time, user + system, from
+	// getrusage(RUSAGE_SELF): the lock client, the Go runtime and the
+	// tool's bookkeeping, not the redis-server processes (but in-process
+	// miniredis servers, ClientIncludesServers). HoldSpin is the wall
+	// time spent in the yield loop at the end of each hold (holdFor),
+	// which is the tool's: an upper bound of the CPU it burnt there.
+	ClientCPUKnown        bool     `json:"client_cpu_known"`
+	ClientCPU             duration `json:"client_cpu_us"`
+	ClientCPUPerOp        duration `json:"client_cpu_per_op_us"`
+	HoldSpinPerOp         duration `json:"hold_spin_per_op_us"`
+	ClientIncludesServers bool     `json:"client_cpu_includes_servers,omitempty"`
+	// RedisKnown is true when every node's figures are known (RedisNodes
+	// of Nodes): each answered INFO all before and after the window, and
+	// did not restart. The sums and means are over the known nodes.
+	RedisKnown bool `json:"redis_known"`
+	RedisNodes int  `json:"redis_nodes_known"`
+	// RedisCPU is used_cpu_sys + used_cpu_user (the whole redis-server
+	// process), summed over the nodes.
+	RedisCPU      duration `json:"redis_cpu_us"`
+	RedisCPUPerOp duration `json:"redis_cpu_per_op_us"`
+	// Commands counts every command a node ran (INFO commandstats: calls
+	// + rejected_calls), those a script runs included, less the tool's own
+	// INFO calls; ScriptCalls counts EVALSHA and EVAL. Both per operation
+	// and per node: the mean over the known nodes.
+	CommandsPerOpPerNode    float64 `json:"commands_per_op_per_node"`
+	ScriptCallsPerOpPerNode float64 `json:"script_calls_per_op_per_node"`
+	// FloorExcluded: the floor ran in the window (latency mode); its SET
+	// and DEL are not counted, but the nodes' CPU includes them.
+	FloorExcluded bool             `json:"floor_commands_excluded,omitempty"`
+	Nodes         []nodeCostReport `json:"nodes"`
+}
+
+// nodeCostReport is what one node spent in the window.
+type nodeCostReport struct {
+	Addr             string           `json:"addr"`
+	Known            bool             `json:"known"`
+	Error            string           `json:"error,omitempty"` // why not known
+	CPU              duration         `json:"cpu_us"`
+	CPUPerOp         duration         `json:"cpu_per_op_us"`
+	Commands         int64            `json:"commands"`
+	CommandsPerOp    float64          `json:"commands_per_op"`
+	ScriptCalls      int64            `json:"script_calls"` // EVALSHA + EVAL
+	ScriptCallsPerOp float64          `json:"script_calls_per_op"`
+	Top              []commandCount   `json:"top_commands"` // the most called, most first
+	ByCommand        map[string]int64 `json:"by_command"`   // every command's calls
+}
+
+// commandCount is one command's count on a node.
+type commandCount struct {
+	Command string  `json:"command"` // as INFO commandstats names it
+	Calls   int64   `json:"calls"`
+	PerOp   float64 `json:"per_op"`
+}
+
+// idleGapReport is how long the key sat free while workers wanted it:
+// from a holder's Unlock starting (takeover mode: from its key expiring,
+// as there is no Unlock) to the next holder's Lock returning, whichever
+// worker that was.
+type idleGapReport struct {
+	From    string  `json:"from"` // "unlock called" or "key expired"
+	Latency summary `json:"latency"`
+}
+
+// pollingReport is what the polling kind did, and its parameters.
+type pollingReport struct {
+	Attempts               int64    `json:"attempts"` // of the acquisitions made in the window
+	AttemptsPerAcquisition float64  `json:"attempts_per_acquisition"`
+	MaxAttempts            int64    `json:"max_attempts"`
+	OverTries              int64    `json:"over_redsync_tries"` // acquisitions that took more than RedsyncTries attempts
+	RedsyncTries           int      `json:"redsync_tries"`      // redsync's default tries; this client goes on until its context ends
+	DelayMin               duration `json:"retry_delay_min_us"` // the delay before each retry: whole ms from min to max, uniform
+	DelayMax               duration `json:"retry_delay_max_us"`
+	DriftFactor            float64  `json:"drift_factor"`
+	AttemptTimeout         duration `json:"attempt_timeout_us"` // ttl × 0.05: bounds getting connections
+}
+
+// vsPollingReport is one kind ÷ the polling kind, same nodes, same run.
+type vsPollingReport struct {
+	Pool                string  `json:"pool"`
+	AcquisitionsPerSec  float64 `json:"acquisitions_per_s"`
+	RedisCPUPerAcq      float64 `json:"redis_cpu_per_acquisition"` // 0 unless every node's figures are known in both runs
+	CommandsPerAcq      float64 `json:"commands_per_acquisition"`
+	ScriptCallsPerAcq   float64 `json:"script_calls_per_acquisition"`
+	ClientCPUPerAcq     float64 `json:"client_cpu_per_acquisition"`
+	WaitP99             float64 `json:"wait_p99"`
+	IdleGapP50          float64 `json:"idle_gap_p50"`
+	PollingAcquisitions int64   `json:"polling_acquisitions"` // few make the polling side's figures rough
 }
 
 // ratioReport compares -pool both's runs: pipelined ÷ plain.
@@ -155,19 +259,61 @@ func newReport(cfg config, ns *nodes, runs []*runResult) *report {
 	for _, r := range runs {
 		rep.Quorum = r.quorum
 		rep.Interrupted = rep.Interrupted || r.interrupted
-		rep.Runs = append(rep.Runs, newRunReport(cfg, r))
+		rep.Runs = append(rep.Runs, newRunReport(cfg, ns, r))
 	}
-	if len(rep.Runs) == 2 && rep.Runs[0].Pool == poolPipelined && rep.Runs[1].Pool == poolPlain {
-		p, q := rep.Runs[0], rep.Runs[1]
+	p, okP := rep.run(poolPipelined)
+	q, okQ := rep.run(poolPlain)
+	if okP && okQ {
 		rep.Ratio = &ratioReport{
 			RoundsPerSec: ratio(p.RoundsPerSec, q.RoundsPerSec),
 			AcquireP50:   ratio(float64(p.Acquire.P50), float64(q.Acquire.P50)),
 		}
 	}
+	if poll, ok := rep.run(poolPolling); ok && cfg.mode == modeContended && poll.Contended != nil {
+		for _, r := range rep.Runs {
+			if r.Pool != poolPolling && r.Contended != nil {
+				rep.VsPolling = append(rep.VsPolling, vsPolling(r, poll))
+			}
+		}
+	}
 	return rep
 }
 
-func newRunReport(cfg config, r *runResult) runReport {
+// run returns the run of the given pool kind.
+func (rep *report) run(pool string) (runReport, bool) {
+	for _, r := range rep.Runs {
+		if r.Pool == pool {
+			return r, true
+		}
+	}
+	return runReport{}, false
+}
+
+// vsPolling compares a contended run with the polling kind's.
+func vsPolling(r, poll runReport) vsPollingReport {
+	v := vsPollingReport{
+		Pool:                r.Pool,
+		AcquisitionsPerSec:  ratio(r.Contended.PerSec, poll.Contended.PerSec),
+		CommandsPerAcq:      ratio(r.Cost.CommandsPerOpPerNode, poll.Cost.CommandsPerOpPerNode),
+		ScriptCallsPerAcq:   ratio(r.Cost.ScriptCallsPerOpPerNode, poll.Cost.ScriptCallsPerOpPerNode),
+		WaitP99:             ratio(float64(r.Acquire.P99), float64(poll.Acquire.P99)),
+		PollingAcquisitions: poll.Contended.Acquisitions,
+	}
+	if r.Cost.RedisKnown && poll.Cost.RedisKnown {
+		v.RedisCPUPerAcq = ratio(float64(r.Cost.RedisCPUPerOp), float64(poll.Cost.RedisCPUPerOp))
+	} else {
+		v.CommandsPerAcq, v.ScriptCallsPerAcq = 0, 0
+	}
+	if r.Cost.ClientCPUKnown && poll.Cost.ClientCPUKnown {
+		v.ClientCPUPerAcq = ratio(float64(r.Cost.ClientCPUPerOp), float64(poll.Cost.ClientCPUPerOp))
+	}
+	if r.IdleGap != nil && poll.IdleGap != nil {
+		v.IdleGapP50 = ratio(float64(r.IdleGap.Latency.P50), float64(poll.IdleGap.Latency.P50))
+	}
+	return v
+}
+
+func newRunReport(cfg config, ns *nodes, r *runResult) runReport {
 	rr := runReport{
 		Pool:          r.pool,
 		Elapsed:       duration(r.elapsed),
@@ -213,6 +359,7 @@ func newRunReport(cfg config, r *runResult) runReport {
 			Held:         summarize(r.held),
 			Idle:         summarize(r.idle),
 			Reacquired:   r.reacquired,
+			Overlaps:     r.overlaps,
 		}
 		c.Efficiency = math.Round(c.PerSec*cfg.hold.Seconds()*1000) / 1000
 		if r.reference != nil && r.reference.count() > 0 {
@@ -232,6 +379,28 @@ func newRunReport(cfg config, r *runResult) runReport {
 			c.ReferenceError = oneLine(r.referenceErr.Error())
 		}
 		rr.Contended = c
+	}
+	rr.Cost = newCostReport(cfg, ns, r)
+	switch {
+	case cfg.mode == modeContended:
+		rr.IdleGap = &idleGapReport{From: "unlock called", Latency: summarize(r.idle)}
+	case cfg.mode == modeTakeover:
+		rr.IdleGap = &idleGapReport{From: "key expired", Latency: summarize(r.takeover)}
+	}
+	if p := r.poll; p != nil {
+		rr.Polling = &pollingReport{
+			Attempts:       p.attempts,
+			MaxAttempts:    p.maxAttempts,
+			OverTries:      p.overTries,
+			RedsyncTries:   pollTries,
+			DelayMin:       duration(pollDelayMin),
+			DelayMax:       duration(pollDelayMax - time.Millisecond),
+			DriftFactor:    pollDriftFactor,
+			AttemptTimeout: duration(time.Duration(float64(cfg.ttl) * pollTimeoutFactor)),
+		}
+		if p.acquisitions > 0 {
+			rr.Polling.AttemptsPerAcquisition = math.Round(float64(p.attempts)/float64(p.acquisitions)*100) / 100
+		}
 	}
 	if cfg.mode == modeTakeover {
 		rr.Takeover = &takeoverReport{
@@ -260,6 +429,67 @@ func newRunReport(cfg config, r *runResult) runReport {
 		rr.Fault = fr
 	}
 	return rr
+}
+
+// newCostReport puts what the window cost per operation.
+func newCostReport(cfg config, ns *nodes, r *runResult) costReport {
+	c := costReport{
+		Op:                    "lock+unlock",
+		Ops:                   int64(r.rounds),
+		ClientCPUKnown:        r.clientCPUKnown,
+		ClientIncludesServers: ns.inProcess,
+		FloorExcluded:         r.floorExcluded,
+		Nodes:                 []nodeCostReport{},
+	}
+	if cfg.sharedKey() {
+		c.Op, c.Ops = "acquisition", r.acquire.count()
+	}
+	perOp := func(n int64) float64 {
+		if c.Ops == 0 {
+			return 0
+		}
+		return math.Round(float64(n)/float64(c.Ops)*1000) / 1000
+	}
+	timePerOp := func(d time.Duration) duration {
+		if c.Ops == 0 {
+			return 0
+		}
+		return duration(d / time.Duration(c.Ops))
+	}
+	if r.clientCPUKnown {
+		c.ClientCPU, c.ClientCPUPerOp = duration(r.clientCPU), timePerOp(r.clientCPU)
+	}
+	c.HoldSpinPerOp = timePerOp(r.spin)
+	var cpu time.Duration
+	var cmds, scripts int64
+	for _, n := range r.servers {
+		nr := nodeCostReport{Addr: n.addr, Known: n.known, Top: []commandCount{}}
+		if !n.known {
+			if n.err != nil {
+				nr.Error = oneLine(n.err.Error())
+			}
+			c.Nodes = append(c.Nodes, nr)
+			continue
+		}
+		c.RedisNodes++
+		nr.CPU, nr.CPUPerOp = duration(n.cpu), timePerOp(n.cpu)
+		nr.Commands, nr.ScriptCalls, nr.ByCommand = n.total(), n.scripts(), n.cmds
+		nr.CommandsPerOp, nr.ScriptCallsPerOp = perOp(nr.Commands), perOp(nr.ScriptCalls)
+		for _, cmd := range n.top(topCommands) {
+			nr.Top = append(nr.Top, commandCount{Command: cmd, Calls: n.cmds[cmd], PerOp: perOp(n.cmds[cmd])})
+		}
+		cpu += n.cpu
+		cmds += nr.Commands
+		scripts += nr.ScriptCalls
+		c.Nodes = append(c.Nodes, nr)
+	}
+	c.RedisKnown = c.RedisNodes > 0 && c.RedisNodes == len(r.servers)
+	if c.RedisNodes > 0 {
+		c.RedisCPU, c.RedisCPUPerOp = duration(cpu), timePerOp(cpu)
+		c.CommandsPerOpPerNode = math.Round(perOp(cmds)/float64(c.RedisNodes)*1000) / 1000
+		c.ScriptCallsPerOpPerNode = math.Round(perOp(scripts)/float64(c.RedisNodes)*1000) / 1000
+	}
+	return c
 }
 
 // sortErrors puts the most frequent kinds first.

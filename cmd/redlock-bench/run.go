@@ -102,6 +102,7 @@ type runResult struct {
 	faultErr      error // breaking or healing the node failed
 	rounds        int   // lock+unlock rounds with no error; takeover mode: acquisitions
 	reacquired    int   // contended mode: acquisitions by the worker that released last
+	overlaps      int   // contended mode: acquisitions while another worker held the lock
 	restarted     int   // takeover mode: takeovers by the worker that had died
 	early         int   // takeover mode: takeovers before the computed expiry, counted as 0
 	unfinished    int   // Lock calls cut short by the end of the run
@@ -115,6 +116,18 @@ type runResult struct {
 	leftoverKnown bool   // the nodes were searched for leftover keys
 	deadKeys      int    // takeover mode: keys of holders that died, not yet expired
 	mallocs       uint64 // heap allocations of the whole process while measuring
+	// What the window cost. clientCPU is this process's CPU time
+	// (clientCPUKnown when the system tells it); spin is the wall time
+	// holdFor spent in its yield loop, the tool's own; servers is what
+	// each node spent, nil when no node could be asked; floorExcluded
+	// says that the floor's commands were taken out of the servers'
+	// counts (latency mode, where the floor runs in the window).
+	clientCPU      time.Duration
+	clientCPUKnown bool
+	spin           time.Duration
+	servers        []nodeCost
+	floorExcluded  bool
+	poll           *pollStats // the polling kind's attempts in the window; nil for the others
 }
 
 // runKind measures the mode once on pools of the given kind. more says
@@ -147,15 +160,20 @@ func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool,
 		}
 	}
 
+	// The probe's connections are dialled before the connections are
+	// counted, and stay open until they have been counted again.
+	probe := dialProbe(ns.addrs)
+	defer probe.close()
 	before, okBefore := queryConnStats(ns.addrs)
-	res, died := measure(ctx, cs, cfg, ns, keys, fl, more)
+	res, died := measure(ctx, cs, cfg, ns, keys, fl, probe, more)
 	res.pool, res.quorum = kind, len(ns.addrs)/2+1
 	after, okAfter := queryConnStats(ns.addrs)
 	if res.connsKnown = okBefore && okAfter; res.connsKnown {
-		// Less the connection of the first query itself.
+		// Less the connection of the first query itself, and the probe's.
 		res.dials = after.received - before.received - int64(len(ns.addrs))
-		res.connsOpen = after.connected
+		res.connsOpen = after.connected - probe.open()
 	}
+	probe.close()
 	if cfg.mode == modeContended && ctx.Err() == nil {
 		res.reference, res.refUnlock, res.referenceErr = referencePhase(ctx, cs.clients[0], prefix+"reference", cfg)
 	}
@@ -213,7 +231,8 @@ func warmUp(ctx context.Context, cs *clientSet, cfg config, keys []string) error
 			l, err := c.Lock(ctx, key, cfg.ttl)
 			if err != nil {
 				var qe *redlock.QuorumError
-				if errors.As(err, &qe) {
+				var pe *pollError
+				if errors.As(err, &qe) || errors.As(err, &pe) || errors.Is(err, errPollFailed) {
 					return nil // a lock error, not a setup error: measured later
 				}
 				return err
@@ -227,8 +246,9 @@ func warmUp(ctx context.Context, cs *clientSet, cfg config, keys []string) error
 
 // measure runs the workers, and the fault if any, for cfg.duration or
 // until ctx ends. It heals the fault before it returns. It also returns
-// the tokens of the locks whose holders died (takeover mode).
-func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []string, fl *floor, more bool) (*runResult, map[string]bool) {
+// the tokens of the locks whose holders died (takeover mode). The probe
+// tells what the nodes spent in the window.
+func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []string, fl *floor, probe *serverProbe, more bool) (*runResult, map[string]bool) {
 	f := cfg.fault()
 	workers := make([]*worker, len(keys))
 	for i, key := range keys {
@@ -248,6 +268,14 @@ func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []s
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	mallocs := mem.Mallocs
+	var floorBefore []map[string]int64
+	if cfg.mode == modeLatency && fl != nil {
+		floorBefore = fl.sentCounts()
+	}
+	pollBefore := cs.pollStats()
+	serversBefore := probe.snapshot("before the window")
+	spinBefore := spinNanos.Load()
+	cpuBefore, cpuOK := processCPU()
 	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
 	start := time.Now()
@@ -280,7 +308,10 @@ func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []s
 		})
 	}
 	_ = g.Wait() // the goroutines return no error: they count them
+	cpuAfter, cpuAfterOK := processCPU()
 	res.elapsed, res.interrupted = time.Since(start), ctx.Err() != nil
+	res.clientCPU, res.clientCPUKnown = cpuAfter-cpuBefore, cpuOK && cpuAfterOK
+	res.spin = time.Duration(spinNanos.Load() - spinBefore)
 	runtime.ReadMemStats(&mem)
 	res.mallocs = mem.Mallocs - mallocs
 
@@ -289,7 +320,33 @@ func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []s
 			res.faultErr = errors.Join(res.faultErr, fmt.Errorf("healing node %d: %w", f.node, err))
 		}
 	}
+	var floorSent []map[string]int64
+	if floorBefore != nil {
+		floorSent = subCounts(fl.sentCounts(), floorBefore)
+		res.floorExcluded = true
+	}
+	// After healing: a paused node answers once it is resumed.
+	res.servers = probe.costs(serversBefore, probe.snapshot("after the window"), floorSent)
+	if len(cs.polling) > 0 {
+		p := cs.pollStats().sub(pollBefore)
+		res.poll = &p
+	}
 	return merge(res, workers)
+}
+
+// subCounts returns a less b, node by node and command by command.
+func subCounts(a, b []map[string]int64) []map[string]int64 {
+	out := make([]map[string]int64, len(a))
+	for i, m := range a {
+		out[i] = map[string]int64{}
+		for cmd, n := range m {
+			if i < len(b) {
+				n -= b[i][cmd]
+			}
+			out[i][cmd] = n
+		}
+	}
+	return out
 }
 
 // merge adds the workers' records to res, and returns the tokens of the
@@ -310,6 +367,7 @@ func merge(res *runResult, workers []*worker) (*runResult, map[string]bool) {
 		res.takeover = mergeInto(res.takeover, r.takeover)
 		res.rounds += r.rounds
 		res.reacquired += r.reacquired
+		res.overlaps += r.overlaps
 		res.restarted += r.restarted
 		res.early += r.early
 		res.unfinished += r.unfinished
@@ -355,7 +413,7 @@ const referencePhaseMax = time.Second
 // It also returns its Unlock latencies: the first round after each hold,
 // when the machine has been idle for the hold, as the release that starts
 // a hand-off is.
-func referencePhase(ctx context.Context, c *redlock.Client, key string, cfg config) (lock, unlock *hist, err error) {
+func referencePhase(ctx context.Context, c locker, key string, cfg config) (lock, unlock *hist, err error) {
 	ctx, cancel := context.WithTimeout(ctx, min(cfg.duration/4, referencePhaseMax))
 	defer cancel()
 	lock, unlock = newHist(), newHist()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -11,6 +12,9 @@ import (
 var poolDescriptions = map[string]string{
 	poolPipelined: "pool.New: callers' commands pipelined on one connection per node",
 	poolPlain:     "pool.FromRedigo on a redigo *redis.Pool: one connection per call",
+	poolPolling: fmt.Sprintf("redsync-style polling client on a redigo *redis.Pool per node: SET NX PX on every node, "+
+		"on failure the GET/DEL release script on every node and a retry after %v-%v",
+		pollDelayMin, pollDelayMax-time.Millisecond),
 }
 
 // writeReport prints the report as a table for people.
@@ -23,6 +27,8 @@ func writeReport(w io.Writer, rep *report) {
 	if rep.Interrupted {
 		d += ", interrupted"
 	}
+	fmt.Fprintf(w, "clients   %s, each with connections of its own to every node (its own pools); workers dealt round-robin\n",
+		plural(rep.Clients, "client"))
 	fmt.Fprintf(w, "duration  %s\n", d)
 	for _, r := range rep.Runs {
 		fmt.Fprintln(w)
@@ -31,6 +37,15 @@ func writeReport(w io.Writer, rep *report) {
 	if rep.Ratio != nil {
 		fmt.Fprintf(w, "\nratio     pipelined/plain: rounds/s %s, acquire p50 %s\n",
 			formatRatio(rep.Ratio.RoundsPerSec), formatRatio(rep.Ratio.AcquireP50))
+	}
+	if len(rep.VsPolling) > 0 {
+		fmt.Fprintf(w, "\nvs polling each kind ÷ the polling kind, same nodes, this run (polling: %s):\n",
+			plural(int(rep.VsPolling[0].PollingAcquisitions), "acquisition"))
+		for _, v := range rep.VsPolling {
+			fmt.Fprintf(w, "  %-9s acquisitions/s %s, Redis CPU per acquisition %s, commands per acquisition %s (script calls %s), wait p99 %s, idle gap p50 %s, client CPU per acquisition %s\n",
+				v.Pool, formatRatio(v.AcquisitionsPerSec), formatRatio(v.RedisCPUPerAcq), formatRatio(v.CommandsPerAcq),
+				formatRatio(v.ScriptCallsPerAcq), formatRatio(v.WaitP99), formatRatio(v.IdleGapP50), formatRatio(v.ClientCPUPerAcq))
+		}
 	}
 }
 
@@ -51,6 +66,12 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 	if r.Rounds > 0 {
 		fmt.Fprintf(w, "allocs    %.1f per round (heap allocations of the whole process while measuring ÷ rounds)\n", r.AllocsPerRound)
 	}
+	writeCost(w, rep, r.Cost)
+	if p := r.Polling; p != nil {
+		fmt.Fprintf(w, "polling   %.2f attempts per acquisition (max %d); %d acquisitions needed more than redsync's %d tries, after which its Lock fails (this client goes on until the run ends); retry delay %v-%v, drift factor %.2f\n",
+			p.AttemptsPerAcquisition, p.MaxAttempts, p.OverTries, p.RedsyncTries,
+			time.Duration(p.DelayMin), time.Duration(p.DelayMax), p.DriftFactor)
+	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(w, "floor     lock p50 / floor p50 = %s (floor: SET NX PX written to all %d nodes before reading any reply, one raw connection per node)\n",
 			formatRatio(f.LockP50Ratio), rep.Nodes)
@@ -65,10 +86,10 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 		}
 		fmt.Fprintf(w, "contended %d acquisitions (%.1f/s), efficiency %s (acquisitions/s × hold %v)\n",
 			c.Acquisitions, c.PerSec, eff, time.Duration(rep.Hold))
-		fmt.Fprintf(w, "          wait (acquire row) p99 %s, max %s; hand-off p50 %s, p99 %s; %d of %d went back to the worker that had just released\n",
+		fmt.Fprintf(w, "          wait (acquire row) p99 %s, max %s; hand-off p50 %s, p99 %s; %d of %d went back to the worker that had just released; %d overlapping holds\n",
 			formatSummary(r.Acquire, r.Acquire.P99), formatSummary(r.Acquire, r.Acquire.Max),
 			formatSummary(c.Handoff, c.Handoff.P50), formatSummary(c.Handoff, c.Handoff.P99),
-			c.Reacquired, c.Acquisitions)
+			c.Reacquired, c.Acquisitions, c.Overlaps)
 		if c.Reference != nil && c.HandoffRatio != nil {
 			unlock := "-"
 			if u := c.ReferenceUnlock; u != nil {
@@ -79,6 +100,12 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 		}
 		if c.ReferenceError != "" {
 			fmt.Fprintf(w, "          reference failed: %s\n", c.ReferenceError)
+		}
+		if g := r.IdleGap; g != nil {
+			l := g.Latency
+			fmt.Fprintf(w, "idle gap  p50 %s, p90 %s, p99 %s (idle row: from a holder's Unlock starting to the next holder's Lock returning, whichever worker)\n",
+				formatSummary(l, l.P50), formatSummary(l, l.P90), formatSummary(l, l.P99))
+			fmt.Fprintln(w, "          hand-off row: from that Unlock returning to the next Lock returning, 0 when the next Lock returned first")
 		}
 	}
 	if t := r.Takeover; t != nil {
@@ -149,6 +176,67 @@ func writeLatencies(w io.Writer, r runReport) {
 	tw.Flush()
 }
 
+// writeCost prints what the client and the nodes spent per operation.
+func writeCost(w io.Writer, rep *report, c costReport) {
+	op := "per " + c.Op
+	client := "-"
+	if c.ClientCPUKnown {
+		client = formatPerOp(c.ClientCPUPerOp) + " (this process: getrusage user+sys"
+		if c.HoldSpinPerOp > 0 {
+			client += fmt.Sprintf("; at most %s of it the tool's yield loop ending each hold", formatPerOp(c.HoldSpinPerOp))
+		}
+		if c.ClientIncludesServers {
+			client += "; the in-process servers included"
+		}
+		client += ")"
+	}
+	if c.RedisNodes == 0 {
+		reason := "no node answered INFO"
+		for _, n := range c.Nodes {
+			if n.Error != "" {
+				reason = n.Error
+				break
+			}
+		}
+		fmt.Fprintf(w, "cpu       %s: client %s; Redis not measured: %s\n", op, client, reason)
+		return
+	}
+	nodes := fmt.Sprintf("summed over %s", plural(c.RedisNodes, "node"))
+	if !c.RedisKnown {
+		nodes = fmt.Sprintf("summed over the %d of %d nodes that answered", c.RedisNodes, len(c.Nodes))
+	}
+	fmt.Fprintf(w, "cpu       %s: client %s; Redis %s (used_cpu_sys+used_cpu_user, %s)\n",
+		op, client, formatPerOp(c.RedisCPUPerOp), nodes)
+	floor := ""
+	if c.FloorExcluded {
+		floor = ", the floor's SET and DEL left out (not from the CPU)"
+	}
+	fmt.Fprintf(w, "commands  %s and node: %.2f commands, %.2f script calls (EVALSHA+EVAL); from INFO commandstats, the commands scripts run included, the tool's INFO left out%s\n",
+		op, c.CommandsPerOpPerNode, c.ScriptCallsPerOpPerNode, floor)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  node\tcpu/op\tcommands/op\tscripts/op\ttop commands %s\n", op)
+	for _, n := range c.Nodes {
+		if !n.Known {
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t%s\n", n.Addr, n.Error)
+			continue
+		}
+		var top []string
+		for _, t := range n.Top {
+			top = append(top, fmt.Sprintf("%s %.2f", t.Command, t.PerOp))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.2f\t%.2f\t%s\n", n.Addr, formatPerOp(n.CPUPerOp), n.CommandsPerOp, n.ScriptCallsPerOp, strings.Join(top, ", "))
+	}
+	tw.Flush()
+}
+
+// formatPerOp prints a per-operation time: tenths of µs below 10µs.
+func formatPerOp(d duration) string {
+	if t := time.Duration(d); t < 10*time.Microsecond {
+		return fmt.Sprintf("%.1fµs", float64(t)/float64(time.Microsecond))
+	}
+	return formatDuration(time.Duration(d))
+}
+
 // writeTakeover prints what takeover mode measured.
 func writeTakeover(w io.Writer, rep *report, t *takeoverReport) {
 	l := t.Latency
@@ -156,6 +244,7 @@ func writeTakeover(w io.Writer, rep *report, t *takeoverReport) {
 		l.Count, formatSummary(l, l.P50), formatSummary(l, l.P99), formatSummary(l, l.Max), time.Duration(rep.TTL))
 	fmt.Fprintf(w, "          wait (acquire row) includes the TTL; %d of %d taken over by the worker that had died (it calls Lock again from the expiry); %d before the expiry, counted as 0\n",
 		t.Restarted, l.Count, t.Early)
+	fmt.Fprintln(w, "idle gap  the takeover row: with no Unlock, the key is free from its expiry")
 }
 
 // writeTakeoverLeftover prints what the leftover check found in takeover

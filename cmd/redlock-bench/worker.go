@@ -33,6 +33,10 @@ type handoff struct {
 	called atomic.Int64 // noUnlockYet before the first Unlock
 	last   atomic.Int64
 	holder atomic.Int64 // the last holder's worker id
+	// holding counts the workers between their Lock returning and their
+	// Unlock being called: more than one is an overlap, two holders at
+	// once.
+	holding atomic.Int32
 }
 
 // since returns the time from the start of measuring to t, never 0 (which
@@ -64,7 +68,7 @@ func (t *takeover) swap(id int64, expiry time.Time) (prev time.Time, prevHolder 
 // shared, so recording takes no lock.
 type worker struct {
 	id       int64
-	client   *redlock.Client
+	client   locker
 	key      string
 	ttl      time.Duration
 	hold     time.Duration
@@ -84,6 +88,7 @@ type recorder struct {
 	held             *hist    // contended mode: from Lock returning to Unlock being called
 	takeover         *hist    // takeover mode only
 	reacquired       int      // contended mode: acquisitions right after this worker's own Unlock
+	overlaps         int      // contended mode: acquisitions while another worker held the lock
 	restarted        int      // takeover mode: takeovers of this worker's own dead lock
 	early            int      // takeover mode: takeovers before the computed expiry
 	died             []string // takeover mode: the tokens of the locks this worker died holding
@@ -176,6 +181,9 @@ func (w *worker) lockRound(ctx context.Context) {
 		return
 	}
 	if w.handoff != nil {
+		if w.handoff.holding.Add(1) != 1 {
+			r.overlaps++
+		}
 		w.recordHandoff(t1)
 	}
 	holdFor(ctx, w.hold)
@@ -184,6 +192,7 @@ func (w *worker) lockRound(ctx context.Context) {
 	// Unlock's own node timeout bounds it.
 	t2 := time.Now()
 	if w.handoff != nil {
+		w.handoff.holding.Add(-1)
 		w.handoff.holder.Store(w.id)
 		w.handoff.last.Store(releasing)
 		w.handoff.called.Store(w.handoff.since(t2))
@@ -233,7 +242,7 @@ func (w *worker) recordHandoff(t1 time.Time) {
 // SETs landed before t1, so on a quorum by t1+ttl at the latest, to the
 // nodes' millisecond precision), then takes part again, like a process
 // that restarted.
-func (w *worker) die(ctx context.Context, l *redlock.Lock, t1 time.Time) {
+func (w *worker) die(ctx context.Context, l heldLock, t1 time.Time) {
 	expiry := t1.Add(w.ttl)
 	w.recordTakeover(t1, expiry)
 	w.rec.died = append(w.rec.died, l.Token())
@@ -273,12 +282,15 @@ type errorKind struct {
 }
 
 // errKind names the kind of an error from Lock ("acquire") or Unlock
-// ("release").
+// ("release"), of the redlock client or of the polling one.
 func errKind(op string, err error) string {
 	var qe *redlock.QuorumError
+	var pe *pollError
 	switch {
 	case errors.Is(err, pool.ErrClosed):
 		return op + ": client closed"
+	case errors.As(err, &pe):
+		return op + ": " + pe.kind()
 	case !errors.As(err, &qe):
 		return op + ": other"
 	case qe.Count(redlock.NodeRefused) > len(qe.Nodes)-qe.Quorum:
