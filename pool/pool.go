@@ -36,6 +36,8 @@ type Receiver interface {
 
 // Starter is implemented by pools that can send a command without a
 // goroutine per call; the lock coordinator uses it when a pool has it.
+// Commands started on one key (the first argument of Start) reach the
+// node in the order of their Start calls while their connection holds.
 // The pools of New implement it.
 type Starter interface {
 	// Start queues a command and returns at once. The reply goes to

@@ -142,9 +142,20 @@ func (r *round) next() outcome { return r.calls[<-r.late].out }
 // and r has not settled since. A command that follows up on the round (the
 // release of an acquired lock) must not overtake the round's own command
 // on that node: it would find nothing, and the late command would then
-// land and stay.
+// land and stay. It cannot when r sent a plain command (SET NX) to a
+// pool.Starter, which keeps the order of the commands started on one key:
+// the follow-up goes right behind it, without waiting. (A script may be
+// sent again after NOSCRIPT, behind later commands: its round is waited
+// for.)
 func (r *round) unsettled(i int) bool {
-	return r != nil && r.sent && r.nodes[i].Status == NodePending && !r.settledAll()
+	return r != nil && r.sent && r.nodes[i].Status == NodePending && !r.ordered(i) && !r.settledAll()
+}
+
+// ordered reports whether no later command on r's key can overtake r's
+// command on node i (see unsettled).
+func (r *round) ordered(i int) bool {
+	_, ok := r.c.pools[i].(pool.Starter)
+	return ok && r.op.script == nil
 }
 
 // keyToken returns the key and token a plain round (SET NX) sent, boxed:

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/pool"
 )
 
 func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
@@ -249,15 +252,15 @@ func TestWaitToken(t *testing.T) {
 // its node, not only the latest: with several connections a node, an
 // earlier round can land after a later one.
 func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
+	// No queueing: the waiter is not counted as work Close waits for.
+	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
 	pendingRound := func() *round {
-		r := &round{sent: true, nodes: make([]NodeResult, 2)}
+		r := &round{c: c, op: op{script: acquireScript}, sent: true, nodes: make([]NodeResult, 2)}
 		r.left.Store(1) // one reply to come
 		return r
 	}
 	r1, r2 := pendingRound(), pendingRound()
 	r2.nodes[1].Status = NodeRefused // node 1 answered r2 in time
-	// No queueing: the waiter is not counted as work Close waits for.
-	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
 	w := newTestWaiter(t, c, clk.Now())
 	for _, r := range []*round{r1, r2, {start: clk.Now()}} { // the last was never sent
 		w.queuedBy(r)
@@ -306,3 +309,38 @@ func TestRound_awaitReturnsWithTheLastReply(t *testing.T) {
 	require.True(t, r.settledAll())
 	r.await() // settled: returns at once
 }
+
+// A release follows a plain round (SET NX) on a pool.Starter at once: the
+// pool keeps the order of the commands started on one key, so waiting for
+// the round's reply would only let the holder's next round overtake the
+// release, and find the key still taken. A script round is waited for
+// everywhere (after NOSCRIPT it is sent again, behind later commands), as
+// is any round on a pool that is not a Starter.
+func TestRound_aPlainRoundOnAStarterNeedNotBeWaitedFor(t *testing.T) {
+	pools := []pool.Pool{starterPool{"s:1"}, starterPool{"s:2"}, newTestNode(t, "p:3")}
+	c, err := New(pools, WithRestartSafety(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	unsettled := func(o op) *round {
+		r := &round{c: c, op: o, sent: true, nodes: make([]NodeResult, 3)}
+		r.left.Store(3)
+		return r
+	}
+	plain := unsettled(op{cmd: "SET"})
+	require.False(t, plain.unsettled(0), "a Starter keeps the order")
+	require.True(t, plain.unsettled(2), "a pool that is not a Starter does not")
+	script := unsettled(op{script: acquireScript})
+	require.True(t, script.unsettled(0), "a script may be sent again behind later commands")
+}
+
+// starterPool is a pool.Starter that is never sent anything.
+type starterPool struct{ addr string }
+
+func (p starterPool) Addr() string                                    { return p.addr }
+func (p starterPool) Do(context.Context, string, ...any) (any, error) { return nil, nil }
+func (p starterPool) Eval(context.Context, *redis.Script, ...any) (any, error) {
+	return nil, nil
+}
+func (p starterPool) Close() error                                   { return nil }
+func (p starterPool) Start(pool.Receiver, string, ...any)            {}
+func (p starterPool) StartEval(pool.Receiver, *redis.Script, ...any) {}

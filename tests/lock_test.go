@@ -2,12 +2,16 @@ package tests
 
 import (
 	"context"
+	"crypto/sha1"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/faults"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
@@ -359,4 +363,57 @@ func TestUnlock_releasesANodeWhoseSETLandsAfterTheUnlock(t *testing.T) {
 	for i := range e.nodes {
 		requireAbsent(t, e.nodes, i, key)
 	}
+}
+
+// A holder that locks the same key again and again, with one node slow to
+// reply: the release of each lock goes to that node right behind the
+// lock's SET on the same connection, so every SET there finds the key
+// free and every release deletes it. A release that waited for the SET's
+// reply let the holder's next SET reach the node first, which found the
+// previous token and refused; the node then sat out every other round.
+func TestUnlock_aSlowNodeKeepsGrantingWhenTheHolderLocksAgainAtOnce(t *testing.T) {
+	e := newEnv(t, 5)
+	p, err := faults.NewProxy(e.addrs[4], 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	p.Set(faults.Fault{Mode: faults.DelayReplies, Delay: 20 * time.Millisecond})
+	addrs := append(append([]string(nil), e.addrs[:4]...), p.Addr())
+	c := newClient(t, newPools(t, addrs), redlock.WithRestartSafety(0))
+	key := newKey(t)
+	// One round first, so that node 4 has the release script by the time
+	// the others are sent (a release sent again after NOSCRIPT goes behind
+	// later commands; see round.unsettled).
+	l, err := c.Lock(ctxT(t, 10*time.Second), key, longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	require.Eventually(t, func() bool {
+		ok, err := redis.Ints(e.nodes[4].Do("SCRIPT", "EXISTS", releaseFreeHash(t)))
+		return err == nil && ok[0] == 1
+	}, quickly, time.Millisecond)
+	awaitAbsent(t, e.nodes, key)
+	_, err = e.nodes[4].Do("CONFIG", "RESETSTAT")
+	require.NoError(t, err)
+
+	const rounds = 20
+	for range rounds {
+		l, err := c.Lock(ctxT(t, 10*time.Second), key, longTTL)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	}
+	require.NoError(t, c.Close()) // every reply of node 4 is in
+	stats, err := redis.String(e.nodes[4].Do("INFO", "commandstats"))
+	require.NoError(t, err)
+	require.Contains(t, stats, fmt.Sprintf("cmdstat_del:calls=%d,", rounds),
+		"every release deleted its own token on the slow node:\n%s", stats)
+	requireAbsent(t, e.nodes, 4, key)
+}
+
+// releaseFreeHash returns the SHA1 of the short release script, read from
+// the node's script cache after a release: the one EVAL'd script there
+// whose source deletes the key and announces it.
+func releaseFreeHash(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("../redlock/release_free.lua")
+	require.NoError(t, err)
+	return fmt.Sprintf("%x", sha1.Sum(src))
 }
