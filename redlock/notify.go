@@ -375,8 +375,8 @@ func (n *notifier) read(s *subNode, conn redis.Conn) (heard bool) {
 			var re redis.Error
 			if errors.As(err, &re) {
 				// A refused SUBSCRIBE or PING (a missing permission):
-				// waiting Lock calls fall back to their retry strategy.
-				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the retry strategy", err)
+				// waiting Lock calls fall back to their back-off (WithRetry).
+				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the back-off (WithRetry)", err)
 			}
 			return heard
 		}

@@ -35,7 +35,7 @@ var downWays = []struct {
 }
 
 // livenessTTL is the TTL of the liveness tests, and the longest TTL their
-// clients declare (WithMaxTTL): with restart safety, a node that started
+// clients declare (WithRestartSafety): with restart safety, a node that started
 // without data less than that long ago does not count toward a quorum,
 // so the tests wait that long after starting or restarting nodes.
 const livenessTTL = time.Second

@@ -494,7 +494,7 @@ func (s *syncBuffer) String() string {
 }
 
 // Waiting without ZADD (no queue) or SUBSCRIBE (no announcements) still
-// works, by the retry strategy, but not silently: WithLogger gets a Warn
+// works, by the back-off (WithRetry), but not silently: WithLogger gets a Warn
 // that names the node and the refused command.
 func TestACL_aDegradedWaitIsLoggedNamingTheNodeAndTheCommand(t *testing.T) {
 	c := redistest.StartT(t, 5)
