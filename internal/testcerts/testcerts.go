@@ -38,15 +38,9 @@ type CA struct {
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          newSerial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
+	tmpl := template(t, name)
+	tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	tmpl.KeyUsage |= x509.KeyUsageCertSign
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	check(t, err)
 	cert, err := x509.ParseCertificate(der)
@@ -68,15 +62,9 @@ func (ca *CA) Pool() *x509.CertPool {
 func (ca *CA) Issue(t testing.TB, dir, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: newSerial(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
+	tmpl := template(t, name)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	check(t, err)
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
@@ -94,6 +82,18 @@ func ClientConfig(t testing.TB, roots *x509.CertPool, certFile, keyFile string) 
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	check(t, err)
 	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+}
+
+// template is what every certificate here has: a random serial, the
+// name, a day of validity, and digital signatures.
+func template(t testing.TB, name string) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: newSerial(t),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
