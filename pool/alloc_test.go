@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -19,11 +18,11 @@ import (
 
 // setScript's reply is an integer that redigo returns without allocating
 // (a bulk string reply costs two allocations in redigo, whoever reads it).
-var setScript = redis.NewScript(1, `redis.call("SET", KEYS[1], ARGV[1]) return 1`)
+var setScript = pool.NewScript(1, `redis.call("SET", KEYS[1], ARGV[1]) return 1`)
 
 // countedScript is setScript with the key count given by the caller, as
 // redlock's acquire script does.
-var countedScript = redis.NewScript(-1, `redis.call("SET", KEYS[1], ARGV[1]) return 1`)
+var countedScript = pool.NewScript(-1, `redis.call("SET", KEYS[1], ARGV[1]) return 1`)
 
 // waitReceiver is a Receiver that hands each reply to the goroutine that
 // started the command, without allocating.

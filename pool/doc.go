@@ -20,7 +20,7 @@
 //
 // Every error from a node is a *NodeError naming the node's address and the
 // command, never a password. Replies that Redis marks as errors (WRONGTYPE,
-// READONLY, NOAUTH...) wrap a redis.Error: NodeError.Replied tells "the
+// READONLY, NOAUTH...) wrap a ReplyError: NodeError.Replied tells "the
 // node answered no" from "the node did not answer". Calls on a closed pool
 // fail with ErrClosed.
 //
@@ -28,6 +28,33 @@
 //
 // Eval sends EVALSHA and falls back to EVAL when the node answers NOSCRIPT
 // (after a restart or SCRIPT FLUSH); NOSCRIPT never reaches the caller.
+//
+// # Writing a Pool for another client
+//
+// Any Redis client can carry a node: implement Pool (and Subscriber, for
+// waiting without polling; Reconnector, for restart safety without a check
+// per round; Starter only for a client that can take a callback per
+// reply). The modules pool/goredis and pool/rueidispool are examples. The
+// contract:
+//
+//   - Addr names the node and differs between the nodes of one lock
+//     client; it appears in every error.
+//   - Every call returns within the context's deadline, and within a
+//     bound of the pool's own when the context has none: a lock's validity
+//     is counted while it waits.
+//   - Replies are int64, string or []byte, []any and nil, as the Pool doc
+//     says; an error reply is a ReplyError, inside arrays too.
+//   - Errors are *NodeError values (Addr, the command as Op, the cause);
+//     their text never holds a password.
+//   - Eval sends EVALSHA with Script.Hash and, when the node answers
+//     NOSCRIPT, EVAL with Script.Source, within the same deadline; the
+//     caller never sees NOSCRIPT. Script.Split gives the keys and
+//     arguments.
+//   - DialPubSub opens a connection no other call uses, and hands its
+//     events to the callback from one goroutine, in order, ending with
+//     PubSubClosed; it must not reconnect by itself (the caller notices
+//     the end and dials again, so that it knows which subscriptions the
+//     node confirmed).
 //
 // # Broken and hostile nodes
 //

@@ -141,7 +141,7 @@ func clientList(t *testing.T, s *redistest.Server) string {
 	return list
 }
 
-var concatScript = redis.NewScript(1, `
+var concatScript = pool.NewScript(1, `
 redis.call("SET", KEYS[1], ARGV[1])
 return redis.call("GET", KEYS[1]) .. ":" .. ARGV[2]`)
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/pool"
@@ -99,8 +98,8 @@ func TestNodeError_Replied_recognisesRedisErrorReplies(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{redis.Error("WRONGTYPE Operation against a key holding the wrong kind of value"), true},
-		{fmt.Errorf("wrapped: %w", redis.Error("READONLY")), true},
+		{pool.ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value"), true},
+		{fmt.Errorf("wrapped: %w", pool.ReplyError("READONLY")), true},
 		{context.DeadlineExceeded, false},
 		{errors.New("ERR looks like a reply but is not"), false},
 	} {

@@ -76,11 +76,12 @@ func (n *node) dial(ctx context.Context) (redis.Conn, error) {
 
 // DialPubSub opens a connection of its own to the node, with the node's
 // dial options (timeouts, credentials, database, TLS, client name), for
-// SUBSCRIBE. It implements Subscriber. Connecting is bounded by ctx and the
-// dial timeout. What the node sends on it is checked like on the node's own
-// connections: a malformed or oversized reply fails the read with an error
-// instead of reaching redigo. It fails with ErrClosed after Close.
-func (n *node) DialPubSub(ctx context.Context) (redis.Conn, error) {
+// SUBSCRIBE; what arrives goes to on. It implements Subscriber. Connecting
+// is bounded by ctx and the dial timeout. What the node sends on it is
+// checked like on the node's own connections: a malformed or oversized
+// reply ends the connection with an error instead of reaching redigo. It
+// fails with ErrClosed after Close.
+func (n *node) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn, error) {
 	if n.closed.Load() {
 		return nil, wrapErr(n.addr, "dial", ErrClosed, "")
 	}
@@ -90,7 +91,7 @@ func (n *node) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if err != nil {
 		return nil, wrapErr(n.addr, "dial", err, n.secret)
 	}
-	return c, nil
+	return startPubSub(n.addr, n.secret, c, on), nil
 }
 
 // Generation returns how many connections the node has opened for
@@ -112,8 +113,7 @@ func (n *node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 
 // Eval runs script with EVALSHA, and with EVAL when the node answers
 // NOSCRIPT, bounded by ctx's deadline and the I/O timeout.
-func (n *node) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
-	s := argsOf(script)
+func (n *node) Eval(ctx context.Context, s *Script, keysAndArgs ...any) (any, error) {
 	cmd := "EVALSHA"
 	reply, err := n.call(ctx, newScriptRequest(s, keysAndArgs, false))
 	if isNoScript(err) {
@@ -157,8 +157,8 @@ func (n *node) Start(rcv Receiver, cmd string, args ...any) {
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
 // or a *NodeError, goes to rcv. It implements Starter.
-func (n *node) StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any) {
-	req := newScriptRequest(argsOf(script), keysAndArgs, false)
+func (n *node) StartEval(rcv Receiver, s *Script, keysAndArgs ...any) {
+	req := newScriptRequest(s, keysAndArgs, false)
 	req.rcv = rcv
 	n.startRequest(req)
 }
@@ -219,6 +219,6 @@ func isNoScript(err error) bool {
 	if err == nil {
 		return false // and no allocation on the hot path
 	}
-	var re redis.Error
+	var re ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT ")
 }

@@ -55,8 +55,8 @@ func TestNode_Do_redactsThePasswordFromErrorText(t *testing.T) {
 	// Redis quotes an unknown subcommand in its error reply.
 	_, err := n.Do(ctxTimeout(t, waitLimit), "CONFIG", "s3cret-pass")
 	ne := requireNodeError(t, err, s.Addr())
-	var re redis.Error
-	require.ErrorAs(t, err, &re, "redaction keeps the redis.Error reachable")
+	var re pool.ReplyError
+	require.ErrorAs(t, err, &re, "redaction keeps the ReplyError reachable")
 	require.Contains(t, string(re), "s3cret-pass", "sanity: the reply itself quotes the password")
 	require.True(t, ne.Replied())
 	require.NotContains(t, err.Error(), "s3cret-pass")

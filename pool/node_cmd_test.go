@@ -29,7 +29,7 @@ func TestNode_Do_withACancelledContextFailsWithoutConnecting(t *testing.T) {
 	require.Equal(t, "GET", ne.Op, "it failed before dialling")
 	require.False(t, isTimeout(err))
 
-	_, err = n.Eval(ctx, redis.NewScript(0, "return 1"))
+	_, err = n.Eval(ctx, pool.NewScript(0, "return 1"))
 	ne = requireNodeError(t, err, addr)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, "EVALSHA", ne.Op)
@@ -116,16 +116,29 @@ func TestNode_Eval_reportsAScriptErrorAsAReply(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
 	n := newNode(t, s.Addr())
-	script := redis.NewScript(0, `return redis.error_reply("MYERR boom")`)
+	script := pool.NewScript(0, `return redis.error_reply("MYERR boom")`)
 
 	_, err := n.Eval(ctxTimeout(t, waitLimit), script)
 	ne := requireNodeError(t, err, s.Addr())
 	require.Contains(t, []string{"EVALSHA", "EVAL"}, ne.Op)
 	require.True(t, ne.Replied())
 	require.False(t, isTimeout(err))
-	var re redis.Error
+	var re pool.ReplyError
 	require.ErrorAs(t, err, &re)
 	require.Contains(t, string(re), "MYERR boom")
+}
+
+// An error inside an array reply is a ReplyError too, whichever pool
+// read it, so that callers need not know redigo.
+func TestEval_anErrorInsideAnArrayIsAReplyError(t *testing.T) {
+	t.Parallel()
+	s := startNode(t)
+	script := pool.NewScript(0, `return {1, {redis.error_reply("INNER deep")}, redis.error_reply("OUTER x")}`)
+	for name, p := range map[string]pool.Pool{"New": newNode(t, s.Addr()), "FromRedigo": fromRedigo(t, s.Addr(), s.Addr())} {
+		reply, err := p.Eval(ctxTimeout(t, waitLimit), script)
+		require.NoError(t, err, name)
+		require.Equal(t, []any{int64(1), []any{pool.ReplyError("INNER deep")}, pool.ReplyError("OUTER x")}, reply, name)
+	}
 }
 
 func TestNode_Do_reportsRedisErrorRepliesAsReplied(t *testing.T) {
@@ -142,7 +155,7 @@ func TestNode_Do_reportsRedisErrorRepliesAsReplied(t *testing.T) {
 	require.Equal(t, "HGET", ne.Op)
 	require.True(t, ne.Replied())
 	require.False(t, isTimeout(err))
-	var re redis.Error
+	var re pool.ReplyError
 	require.ErrorAs(t, err, &re)
 	require.True(t, strings.HasPrefix(string(re), "WRONGTYPE"), "got %q", re)
 

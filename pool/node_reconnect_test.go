@@ -231,7 +231,7 @@ func TestNode_Generation_growsWhenTheNodeIsRestartedAndNotOtherwise(t *testing.T
 		_, err := n.Do(ctx, "GET", "k")
 		require.NoError(t, err)
 	}
-	c, err := n.DialPubSub(ctx)
+	c, err := n.DialPubSub(ctx, func(pool.PubSubEvent) {})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	require.Equal(t, g, rc.Generation(), "no new connection on a healthy node")

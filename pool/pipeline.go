@@ -36,12 +36,12 @@ var (
 type request struct {
 	cmd  string
 	args []any       // what is sent after cmd: the caller's, or buf
-	buf  []any       // a script's arguments: its scriptArgs, then the caller's
+	buf  []any       // a script's arguments: its boxed prefix (Script.evalsha), then the caller's
 	done chan result // buffered: the reader never blocks on a caller that left
 	left atomic.Bool // the waiting caller gave up: do not send
 	rcv  Receiver
 	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
-	script *scriptArgs
+	script *Script
 	// The I/O timeout of a caller of Do or Eval whose context ends later:
 	// timer fires at until (zero when not armed).
 	timer *time.Timer
@@ -91,7 +91,7 @@ func newRequest(cmd string, args []any) *request {
 // script s with the caller's keysAndArgs. They are copied into the
 // request's buffer, never written to: callers pass one slice to all the
 // nodes at once.
-func newScriptRequest(s *scriptArgs, keysAndArgs []any, eval bool) *request {
+func newScriptRequest(s *Script, keysAndArgs []any, eval bool) *request {
 	req := getRequest()
 	req.cmd, req.script = "EVALSHA", s
 	req.buf = slices.Grow(req.buf, len(s.evalsha)+len(keysAndArgs))
@@ -671,7 +671,8 @@ func (p *pipe) reader(l *link) {
 		if !good {
 			good = l.firstReplies(err)
 		}
-		if _, replied := err.(redis.Error); err != nil && !replied {
+		reply, err = neutral(reply, err)
+		if _, replied := err.(ReplyError); err != nil && !replied {
 			// A transport error: nothing more can be read from this
 			// connection. Close it so that the writer sees it too.
 			err = l.dropErr(err) // the error it was dropped with, if it was

@@ -11,17 +11,22 @@ import (
 )
 
 // Pool is one Redis node: what the lock coordinator needs from it.
-// Implementations are safe for concurrent use.
+// Implementations are safe for concurrent use. The package doc says how
+// to write one for another Redis client.
+//
+// Replies are Go values: int64 for integers, string or []byte for simple
+// and bulk strings, []any for arrays, nil for a nil reply. An error reply
+// is a ReplyError inside a *NodeError, also within an array.
 type Pool interface {
 	// Addr returns the node's address, the name it has in errors. Two pools
 	// with the same address are the same node.
 	Addr() string
-	// Do runs one command. The reply is as redigo returns it. Errors are
-	// *NodeError values.
+	// Do runs one command. Errors are *NodeError values.
 	Do(ctx context.Context, cmd string, args ...any) (any, error)
-	// Eval runs a script with EVALSHA, and with EVAL when the node does not
-	// have the script yet. Errors are *NodeError values.
-	Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error)
+	// Eval runs a script with EVALSHA, and with EVAL when the node answers
+	// NOSCRIPT. keysAndArgs are the script's keys, then its arguments
+	// (Script.Split parts them). Errors are *NodeError values.
+	Eval(ctx context.Context, script *Script, keysAndArgs ...any) (any, error)
 	// Close releases the pool's connections. Calls made after Close fail
 	// with ErrClosed.
 	Close() error
@@ -36,9 +41,9 @@ type Receiver interface {
 
 // Starter is implemented by pools that can send a command without a
 // goroutine per call; the lock coordinator uses it when a pool has it.
-// Commands started on one key (the first argument of Start) reach the
-// node in the order of their Start calls while their connection holds.
-// The pools of New implement it.
+// Commands started on one key (the first argument of Start, the first key
+// of StartEval) reach the node in the order of their Start calls while
+// their connection holds. The pools of New implement it.
 type Starter interface {
 	// Start queues a command and returns at once. The reply goes to
 	// rcv.Receive, called from another goroutine, or before Start returns
@@ -47,18 +52,20 @@ type Starter interface {
 	Start(rcv Receiver, cmd string, args ...any)
 	// StartEval is Start for a script: EVALSHA, then EVAL when the node
 	// answers NOSCRIPT.
-	StartEval(rcv Receiver, script *redis.Script, keysAndArgs ...any)
+	StartEval(rcv Receiver, script *Script, keysAndArgs ...any)
 }
 
 // Subscriber is implemented by pools that can open a connection of their
 // own for publish/subscribe, which the lock client uses to hear that a
 // lock was released. The pools of New and FromRedigo implement it.
 type Subscriber interface {
-	// DialPubSub returns a new connection to the node that no other call
-	// uses, authenticated and on the pool's database; the caller closes
-	// it. Connecting is bounded by ctx and the pool's dial timeout.
-	// Errors are *NodeError values with Op "dial".
-	DialPubSub(ctx context.Context) (redis.Conn, error)
+	// DialPubSub opens a new connection to the node that no other call
+	// uses, authenticated and on the pool's database. What arrives on it
+	// goes to on, from one goroutine, in order; the last call of on is a
+	// PubSubClosed event, after a failure or after Close. Connecting is
+	// bounded by ctx and the pool's dial timeout. Errors are *NodeError
+	// values with Op "dial".
+	DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn, error)
 }
 
 // Reconnector is implemented by pools that can tell when they start using
@@ -68,6 +75,13 @@ type Subscriber interface {
 // was read while it still returns g, came from the node process that was
 // checked. The pools of New and FromRedigo implement it.
 type Reconnector interface{ Generation() uint64 }
+
+// ReplyError is an error reply of a node, such as "NOSCRIPT No matching
+// script" or "NOPERM ...": the command reached Redis and Redis refused it.
+type ReplyError string
+
+// Error returns the node's reply.
+func (e ReplyError) Error() string { return string(e) }
 
 // ErrClosed is in the chain of every call on a closed pool (wrapped in a
 // *NodeError), and of every call on a closed redlock Client.
@@ -81,7 +95,7 @@ type NodeError struct {
 	// and "queue" when the node's request queue was full (the command was
 	// never sent).
 	Op  string
-	Err error // the cause; a redis.Error when the node replied with an error
+	Err error // the cause; a ReplyError when the node replied with an error
 }
 
 // Error names the node, the command and the cause.
@@ -95,7 +109,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // Replied reports whether the node answered with an error reply (the
 // command reached Redis and Redis refused it).
 func (e *NodeError) Replied() bool {
-	var re redis.Error
+	var re ReplyError
 	return errors.As(e.Err, &re)
 }
 
@@ -105,7 +119,8 @@ func wrapErr(addr, op string, err error, secret string) error {
 	if err == nil {
 		return nil
 	}
-	var re redis.Error
+	_, err = neutral(nil, err)
+	var re ReplyError
 	if errors.As(err, &re) && strings.HasPrefix(string(re), "ERR Protocol error: unauthenticated") {
 		// Redis answers a long command from an unauthenticated client
 		// with a protocol error, not NOAUTH, and closes the connection.
@@ -119,7 +134,7 @@ func wrapErr(addr, op string, err error, secret string) error {
 
 // noAuthError says what a protocol error about an unauthenticated
 // command means.
-type noAuthError struct{ cause redis.Error }
+type noAuthError struct{ cause ReplyError }
 
 func (e noAuthError) Error() string {
 	return "the node requires authentication (NOAUTH; it answered: " + string(e.cause) + ")"
@@ -155,33 +170,52 @@ func timeoutFor(ctx context.Context, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// run executes a command or a script on a connection with a timeout.
-// redigo's Script runs through boundConn, so EVALSHA and its EVAL fallback
-// are both bounded.
-func run(c redis.Conn, timeout time.Duration, script *redis.Script, cmd string, args []any) (any, error) {
-	if script != nil {
-		return script.Do(boundConn{Conn: c, deadline: time.Now().Add(timeout)}, args...)
+// run executes a command or a script on a redigo connection within
+// timeout: EVALSHA, then EVAL when the node answers NOSCRIPT, within the
+// same deadline.
+func run(c redis.Conn, timeout time.Duration, script *Script, cmd string, args []any) (any, error) {
+	if script == nil {
+		return neutral(redis.DoWithTimeout(c, timeout, cmd, args...))
 	}
-	return redis.DoWithTimeout(c, timeout, cmd, args...)
-}
-
-// boundConn gives every Do on a connection one shared deadline, so that
-// code written against redis.Conn (redigo's Script, with its EVAL after
-// NOSCRIPT) cannot block past it.
-type boundConn struct {
-	redis.Conn
-	deadline time.Time
-}
-
-func (b boundConn) Do(cmd string, args ...any) (any, error) {
-	left := time.Until(b.deadline)
+	deadline := time.Now().Add(timeout)
+	all := append(script.evalsha[:len(script.evalsha):len(script.evalsha)], args...)
+	reply, err := neutral(redis.DoWithTimeout(c, timeout, "EVALSHA", all...))
+	if !isNoScript(err) {
+		return reply, err
+	}
+	left := time.Until(deadline)
 	if left <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	return redis.DoWithTimeout(b.Conn, left, cmd, args...)
+	copy(all, script.eval)
+	return neutral(redis.DoWithTimeout(c, left, "EVAL", all...))
 }
 
-func opName(script *redis.Script, cmd string) string {
+// neutral turns redigo's error replies into ReplyError values: the
+// error, and the elements of array replies (at any depth). It changes
+// arrays in place and allocates nothing.
+func neutral(reply any, err error) (any, error) {
+	if re, ok := err.(redis.Error); ok {
+		err = ReplyError(re)
+	}
+	if vs, ok := reply.([]any); ok {
+		neutralArray(vs)
+	}
+	return reply, err
+}
+
+func neutralArray(vs []any) {
+	for i, v := range vs {
+		switch v := v.(type) {
+		case redis.Error:
+			vs[i] = ReplyError(v)
+		case []any:
+			neutralArray(v)
+		}
+	}
+}
+
+func opName(script *Script, cmd string) string {
 	if script != nil {
 		return "EVALSHA"
 	}

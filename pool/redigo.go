@@ -68,11 +68,11 @@ func (r *redigoPool) Do(ctx context.Context, cmd string, args ...any) (any, erro
 	return r.call(ctx, nil, cmd, args)
 }
 
-func (r *redigoPool) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
+func (r *redigoPool) Eval(ctx context.Context, script *Script, keysAndArgs ...any) (any, error) {
 	return r.call(ctx, script, "", keysAndArgs)
 }
 
-func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string, args []any) (reply any, err error) {
+func (r *redigoPool) call(ctx context.Context, script *Script, cmd string, args []any) (reply any, err error) {
 	op := opName(script, cmd)
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, op, ErrClosed, "")
@@ -109,10 +109,11 @@ func (r *redigoPool) call(ctx context.Context, script *redis.Script, cmd string,
 
 // DialPubSub opens a connection of its own for SUBSCRIBE with the redigo
 // pool's DialContext (or Dial) function, outside the pool: it is held for
-// as long as anyone waits, and must be closable while it is read. It
-// returns when ctx ends even if the dial function ignores ctx. A panic of
-// redigo while reading the connection becomes an error of the read.
-func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
+// as long as anyone waits, and must be closable while it is read. What
+// arrives goes to on. It returns when ctx ends even if the dial function
+// ignores ctx. A panic of redigo while reading the connection ends it
+// with an error.
+func (r *redigoPool) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn, error) {
 	if r.closed.Load() {
 		return nil, wrapErr(r.addr, "dial", ErrClosed, "")
 	}
@@ -123,7 +124,7 @@ func (r *redigoPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
 	if err != nil {
 		return nil, wrapErr(r.addr, "dial", err, "")
 	}
-	return &guardedConn{Conn: c}, nil
+	return startPubSub(r.addr, "", &guardedConn{Conn: c}, on), nil
 }
 
 func (r *redigoPool) Close() error {

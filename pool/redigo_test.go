@@ -175,7 +175,7 @@ func TestFromRedigo_DialPubSub_withADialThatIgnoresContextsReturnsAtTheDeadline(
 
 	var err error
 	within(t, boundedBy, "DialPubSub with a short deadline", func() {
-		_, err = p.(pool.Subscriber).DialPubSub(ctxTimeout(t, shortDeadline))
+		_, err = p.(pool.Subscriber).DialPubSub(ctxTimeout(t, shortDeadline), func(pool.PubSubEvent) {})
 	})
 	ne := requireNodeError(t, err, "stuck-a")
 	require.Equal(t, "dial", ne.Op)
@@ -198,7 +198,7 @@ func TestFromRedigo_Generation_growsWhenTheNodeIsRestartedAndNotOtherwise(t *tes
 		_, err := p.Do(ctx, "GET", "k")
 		require.NoError(t, err)
 	}
-	c, err := p.(pool.Subscriber).DialPubSub(ctx)
+	c, err := p.(pool.Subscriber).DialPubSub(ctx, func(pool.PubSubEvent) {})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 	require.EqualValues(t, 1, rc.Generation(), "one connection, reused")

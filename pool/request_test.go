@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 // Requests are recycled: what they keep from one use to the next.
 
 func TestRequest_recycledKeepsNoneOfTheCallersArguments(t *testing.T) {
-	script := redis.NewScript(1, "return 1")
+	script := NewScript(1, "return 1")
 	arg := &struct{ big [1 << 10]byte }{}
-	req := newScriptRequest(argsOf(script), []any{"k", arg}, false)
+	req := newScriptRequest(script, []any{"k", arg}, false)
 	require.Equal(t, []any{script.Hash(), 1, "k", arg}, req.args)
 	req.toEval()
 	require.Equal(t, "EVAL", req.cmd)
@@ -29,7 +28,7 @@ func TestRequest_recycledKeepsNoneOfTheCallersArguments(t *testing.T) {
 }
 
 func TestRequest_aLargeArgumentBufferIsNotKept(t *testing.T) {
-	req := newScriptRequest(argsOf(redis.NewScript(0, "return 1")), make([]any, 2*maxKeptArgs), false)
+	req := newScriptRequest(NewScript(0, "return 1"), make([]any, 2*maxKeptArgs), false)
 	req.reset()
 	require.Nil(t, req.buf)
 }
@@ -62,26 +61,14 @@ func TestRequest_anUnarmedRequestNeverExpires(t *testing.T) {
 	require.Nil(t, req.expiry())
 }
 
-func TestArgsOf_boxesAScriptsArgumentsOnce(t *testing.T) {
-	s := redis.NewScript(2, "return 2")
-	a := argsOf(s)
-	require.Same(t, a, argsOf(s))
-	require.Equal(t, []any{s.Hash(), 2}, a.evalsha)
-	require.Equal(t, []any{"return 2", 2}, a.eval)
+func TestNewScript_boxesAScriptsArgumentsOnce(t *testing.T) {
+	s := NewScript(2, "return 2")
+	require.Equal(t, []any{s.Hash(), 2}, s.evalsha)
+	require.Equal(t, []any{"return 2", 2}, s.eval)
+	require.Equal(t, "return 2", s.Source())
+	require.Equal(t, redis.NewScript(2, "return 2").Hash(), s.Hash(), "the SHA1 EVALSHA names")
 
-	counted := argsOf(redis.NewScript(-1, "return 3"))
+	counted := NewScript(-1, "return 3")
 	require.Len(t, counted.evalsha, 1, "the caller gives the key count")
 	require.Len(t, counted.eval, 1)
-}
-
-func TestArgsOf_scriptsMadePerCallDoNotFillTheCacheForGood(t *testing.T) {
-	for i := 0; i < 2*maxCachedScripts+1; i++ {
-		argsOf(redis.NewScript(0, fmt.Sprint("return ", i)))
-	}
-	n := 0
-	scripts.m.Range(func(any, any) bool { n++; return true })
-	require.LessOrEqual(t, n, maxCachedScripts)
-
-	s := redis.NewScript(1, "return 4")
-	require.Same(t, argsOf(s), argsOf(s), "a script made now is cached")
 }

@@ -1,71 +1,75 @@
 package pool
 
 import (
-	"sync"
-
-	"github.com/gomodule/redigo/redis"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
 )
 
-// scriptArgs are the arguments of EVALSHA and of EVAL that come before the
-// caller's keys and arguments, as redigo's Script sends them: the script's
-// hash (or its source), then its key count, unless the script was made
-// with a negative count and the caller gives it. They are boxed once per
-// script: converting a string to an interface value allocates, and a lock
-// runs its scripts on every node of every round.
-type scriptArgs struct {
-	evalsha []any
-	eval    []any // as long as evalsha
+// Script is a Lua script that Pool.Eval runs: its source, its SHA1 hash,
+// and how many of a call's arguments are keys. Make each Script once
+// (package variables) and reuse it: an adapter sends EVALSHA with Hash,
+// and EVAL with Source when the node answers NOSCRIPT.
+type Script struct {
+	keys      int
+	src, hash string
+	// The arguments of EVALSHA and of EVAL that come before the caller's:
+	// the hash (or the source), then the key count unless the caller
+	// gives it. They are boxed once: converting a string to an interface
+	// value allocates, and a lock runs its scripts on every node of every
+	// round.
+	evalsha, eval []any
 }
 
-// scripts caches the scriptArgs of the scripts run so far, keyed by
-// pointer: scripts are long-lived values (package variables, in redlock).
-// A program that makes a Script per call fills it: it is then emptied, so
-// that the long-lived scripts find room again.
-var scripts struct {
-	m  sync.Map   // *redis.Script → *scriptArgs
-	mu sync.Mutex // held to add to m
-	n  int        // entries in m
-}
-
-const maxCachedScripts = 256
-
-// argsOf returns the scriptArgs of s.
-func argsOf(s *redis.Script) *scriptArgs {
-	if a, ok := scripts.m.Load(s); ok {
-		return a.(*scriptArgs)
+// NewScript returns the script src, which takes keyCount keys. With a
+// negative keyCount, each call gives the number of keys as its first
+// argument (an int), before the keys.
+func NewScript(keyCount int, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	s := &Script{keys: keyCount, src: src, hash: hex.EncodeToString(sum[:])}
+	s.evalsha, s.eval = []any{s.hash}, []any{s.src}
+	if keyCount >= 0 {
+		s.evalsha, s.eval = append(s.evalsha, keyCount), append(s.eval, keyCount)
 	}
-	// redigo does not export the key count or the source: capture what
-	// its Script sends for no keys and no arguments.
-	var sha, eval capture
-	_ = s.SendHash(&sha)
-	_ = s.Send(&eval)
-	a := &scriptArgs{evalsha: sha.args, eval: eval.args}
-
-	scripts.mu.Lock()
-	defer scripts.mu.Unlock()
-	if v, ok := scripts.m.Load(s); ok {
-		return v.(*scriptArgs)
-	}
-	if scripts.n == maxCachedScripts {
-		scripts.m.Range(func(k, _ any) bool {
-			scripts.m.Delete(k)
-			return true
-		})
-		scripts.n = 0
-	}
-	scripts.m.Store(s, a)
-	scripts.n++
-	return a
+	return s
 }
 
-// capture is a redis.Conn that only records what would be sent: it turns
-// redigo's Script into the EVALSHA or EVAL arguments.
-type capture struct {
-	redis.Conn
-	args []any
-}
+// Source returns the script's Lua source, for EVAL.
+func (s *Script) Source() string { return s.src }
 
-func (c *capture) Send(_ string, args ...any) error {
-	c.args = args
-	return nil
+// Hash returns the hex SHA1 of the source, for EVALSHA.
+func (s *Script) Hash() string { return s.hash }
+
+// Split parts the keysAndArgs of an Eval call into the script's keys and
+// its other arguments, as clients that take them apart need (EVALSHA
+// sha numkeys key... arg...). Keys must be strings or byte slices; the
+// other arguments are returned as they are. It fails when keysAndArgs
+// has fewer keys than the count says, or a key of another type.
+func (s *Script) Split(keysAndArgs []any) (keys []string, args []any, err error) {
+	n := s.keys
+	if n < 0 {
+		if len(keysAndArgs) == 0 {
+			return nil, nil, fmt.Errorf("redlock/pool: script called without its key count")
+		}
+		c, ok := keysAndArgs[0].(int)
+		if !ok || c < 0 {
+			return nil, nil, fmt.Errorf("redlock/pool: script key count %v (%T): want an int ≥ 0", keysAndArgs[0], keysAndArgs[0])
+		}
+		n, keysAndArgs = c, keysAndArgs[1:]
+	}
+	if len(keysAndArgs) < n {
+		return nil, nil, fmt.Errorf("redlock/pool: script called with %d arguments for %d keys", len(keysAndArgs), n)
+	}
+	keys = make([]string, n)
+	for i, k := range keysAndArgs[:n] {
+		switch k := k.(type) {
+		case string:
+			keys[i] = k
+		case []byte:
+			keys[i] = string(k)
+		default:
+			return nil, nil, fmt.Errorf("redlock/pool: script key %d is a %T, want a string", i+1, k)
+		}
+	}
+	return keys, keysAndArgs[n:], nil
 }

@@ -17,7 +17,7 @@ import (
 // keysFirstScript takes its key count from the caller, as redlock's
 // acquire script does: SET KEYS[1] to ARGV[1] and return how many keys
 // and arguments the script got.
-var keysFirstScript = redis.NewScript(-1, `
+var keysFirstScript = pool.NewScript(-1, `
 redis.call("SET", KEYS[1], ARGV[1])
 return {#KEYS, #ARGV}`)
 

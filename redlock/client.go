@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/quorumlock/redlock/clock"
 
 	"github.com/quorumlock/redlock/pool"
@@ -276,7 +275,7 @@ func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, u
 
 // evalBounded runs script on p, bounded by the node timeout whatever ctx
 // says, and drops the reply.
-func (c *Client) evalBounded(ctx context.Context, p pool.Pool, script *redis.Script, args []any) {
+func (c *Client) evalBounded(ctx context.Context, p pool.Pool, script *pool.Script, args []any) {
 	ctx, cancel := c.nodeContext(ctx)
 	defer cancel()
 	_, _ = p.Eval(ctx, script, args...)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/clock"
@@ -100,7 +99,7 @@ func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
 	asked := make(signalRetry, 1) // 100ms between rounds
 	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
-	nodes[2].failWith(redis.Error("READONLY You can't write against a read only replica."))
+	nodes[2].failWith(pool.ReplyError("READONLY You can't write against a read only replica."))
 	for _, n := range nodes[3:] {
 		n.set("k", "foreign")
 	}

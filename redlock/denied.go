@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -25,7 +23,7 @@ var callRE = regexp.MustCompile(`redis\.p?call\("([A-Za-z]+)"`)
 
 func init() {
 	for _, s := range []struct {
-		script *redis.Script
+		script *pool.Script
 		src    string
 	}{
 		{acquireScript, queueSource + acquireSource},
@@ -50,7 +48,7 @@ var deniedRE = regexp.MustCompile(`The user executing the script can't .* script
 // explainDenied returns err with the refused command named when err is a
 // node's refusal of a command inside one of the scripts; err otherwise.
 func explainDenied(err error) error {
-	var re redis.Error
+	var re pool.ReplyError
 	if !errors.As(err, &re) || !strings.Contains(string(re), "The user executing the script can't") {
 		return err
 	}
@@ -73,7 +71,7 @@ func explainDenied(err error) error {
 // script called.
 type deniedError struct {
 	cmd   string
-	cause redis.Error
+	cause pool.ReplyError
 }
 
 func (e *deniedError) Error() string {

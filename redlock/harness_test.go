@@ -100,7 +100,7 @@ const (
 	callCheck      = "node" // restart safety's check
 )
 
-func callKind(script *redis.Script, cmd string) string {
+func callKind(script *pool.Script, cmd string) string {
 	switch script {
 	case nil:
 		return strings.ToUpper(cmd)
@@ -127,11 +127,11 @@ func (n *testNode) Do(ctx context.Context, cmd string, args ...any) (any, error)
 	return n.call(ctx, nil, cmd, args)
 }
 
-func (n *testNode) Eval(ctx context.Context, script *redis.Script, keysAndArgs ...any) (any, error) {
+func (n *testNode) Eval(ctx context.Context, script *pool.Script, keysAndArgs ...any) (any, error) {
 	return n.call(ctx, script, "", keysAndArgs)
 }
 
-func (n *testNode) call(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
+func (n *testNode) call(ctx context.Context, script *pool.Script, cmd string, args []any) (any, error) {
 	kind := callKind(script, cmd)
 	n.mu.Lock()
 	gate := n.gate
@@ -172,7 +172,7 @@ func (n *testNode) call(ctx context.Context, script *redis.Script, cmd string, a
 
 // acquisitionToken returns the token a plain SET or the acquisition
 // script sets.
-func acquisitionToken(script *redis.Script, args []any) string {
+func acquisitionToken(script *pool.Script, args []any) string {
 	if script == nil {
 		return args[1].(string) // SET key token NX PX ttl
 	}
@@ -183,7 +183,7 @@ func acquisitionToken(script *redis.Script, args []any) string {
 // run sends the call to the server. A call whose context has ended is
 // not sent, as with a pool; one under way runs to its end (the server
 // never stalls: the gates are in front of it).
-func (n *testNode) run(ctx context.Context, script *redis.Script, cmd string, args []any) (any, error) {
+func (n *testNode) run(ctx context.Context, script *pool.Script, cmd string, args []any) (any, error) {
 	op := opName(script, cmd)
 	if err := ctx.Err(); err != nil {
 		return nil, &pool.NodeError{Addr: n.addr, Op: op, Err: err}
@@ -193,9 +193,20 @@ func (n *testNode) run(ctx context.Context, script *redis.Script, cmd string, ar
 	var reply any
 	var err error
 	if script != nil {
-		reply, err = script.Do(conn, args...)
+		keys, rest, serr := script.Split(args)
+		if serr != nil {
+			return nil, &pool.NodeError{Addr: n.addr, Op: op, Err: serr}
+		}
+		all := []any{script.Source(), len(keys)}
+		for _, k := range keys {
+			all = append(all, k)
+		}
+		reply, err = conn.Do("EVAL", append(all, rest...)...)
 	} else {
 		reply, err = conn.Do(cmd, args...)
+	}
+	if re, ok := err.(redis.Error); ok {
+		err = pool.ReplyError(re) // as the pools of package pool report it
 	}
 	if err != nil {
 		return nil, &pool.NodeError{Addr: n.addr, Op: op, Err: err}
@@ -204,7 +215,7 @@ func (n *testNode) run(ctx context.Context, script *redis.Script, cmd string, ar
 }
 
 // opName is the command a pool names in its errors.
-func opName(script *redis.Script, cmd string) string {
+func opName(script *pool.Script, cmd string) string {
 	if script != nil {
 		return "EVALSHA"
 	}

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/pool"
 )
@@ -77,7 +75,7 @@ type subNode struct {
 	sub pool.Subscriber
 	wmu sync.Mutex
 	// Under wmu:
-	conn redis.Conn // nil while disconnected
+	conn *subConn // nil while disconnected
 	// Under notifier.mu:
 	subscribed map[string]bool // channels the connection was last told to subscribe
 	pending    map[string]int  // SUBSCRIBEs not yet acknowledged, by channel
@@ -244,7 +242,7 @@ func (n *notifier) sync(s *subNode, chans []string) {
 	if s.conn == nil {
 		return
 	}
-	var sub, unsub []any
+	var sub, unsub []string
 	n.mu.Lock()
 	for _, ch := range chans {
 		_, want := n.byChan[ch]
@@ -266,14 +264,19 @@ func (n *notifier) sync(s *subNode, chans []string) {
 	// A failed write breaks the connection: the reader sees it and dials
 	// again, and resubscribes what is wanted then.
 	if len(sub) > 0 {
-		_ = s.conn.Send("SUBSCRIBE", sub...)
+		_ = s.conn.Subscribe(sub...)
 	}
 	if len(unsub) > 0 {
-		_ = s.conn.Send("UNSUBSCRIBE", unsub...)
+		_ = s.conn.Unsubscribe(unsub...)
 	}
-	if len(sub)+len(unsub) > 0 {
-		_ = s.conn.Flush()
-	}
+}
+
+// subConn is one pub/sub connection of a node, and what its events told.
+type subConn struct {
+	pool.PubSubConn
+	heard atomic.Bool  // the node answered as a subscriber expects
+	last  atomic.Int64 // when the latest event arrived (UnixNano)
+	ended chan error   // receives the PubSubClosed event's error
 }
 
 // run keeps node s's pub/sub connection up until Close. A connection that
@@ -287,19 +290,29 @@ func (n *notifier) run(s *subNode) {
 	defer n.c.bg.end()
 	backoff := redialMin
 	for {
-		conn, err := s.sub.DialPubSub(n.ctx)
+		sc := &subConn{ended: make(chan error, 1)}
+		sc.last.Store(time.Now().UnixNano())
+		conn, err := s.sub.DialPubSub(n.ctx, func(ev pool.PubSubEvent) { n.event(s, sc, ev) })
 		if err == nil {
-			if !n.connected(s, conn) {
+			sc.PubSubConn = conn
+			if !n.connected(s, sc) {
 				conn.Close()
+				<-sc.ended
 				return
 			}
 			since := time.Now()
-			heard := n.read(s, conn)
-			n.disconnected(s, conn)
+			err = <-sc.ended
+			n.disconnected(s, sc)
+			var ne *pool.NodeError
+			if errors.As(err, &ne) && ne.Replied() {
+				// A refused SUBSCRIBE or PING (a missing permission):
+				// waiting Lock calls fall back to their back-off (WithRetry).
+				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the back-off (WithRetry)", err)
+			}
 			if n.ctx.Err() != nil {
 				return
 			}
-			if heard && time.Since(since) >= pubsubPing {
+			if sc.heard.Load() && time.Since(since) >= pubsubPing {
 				backoff = redialMin
 				continue
 			}
@@ -315,9 +328,9 @@ func (n *notifier) run(s *subNode) {
 	}
 }
 
-// connected installs conn as s's connection and subscribes every channel
+// connected installs sc as s's connection and subscribes every channel
 // wanted now. It returns false after Close.
-func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
+func (n *notifier) connected(s *subNode, sc *subConn) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	n.mu.Lock()
@@ -325,7 +338,7 @@ func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
 		n.mu.Unlock()
 		return false
 	}
-	chans := make([]any, 0, len(n.byChan))
+	chans := make([]string, 0, len(n.byChan))
 	for ch := range n.byChan {
 		chans = append(chans, ch)
 		s.subscribed[ch] = true
@@ -335,22 +348,20 @@ func (n *notifier) connected(s *subNode, conn redis.Conn) bool {
 		s.unacked = time.Now()
 	}
 	n.mu.Unlock()
-	s.conn = conn
+	s.conn = sc
 	if len(chans) > 0 {
-		if err := conn.Send("SUBSCRIBE", chans...); err == nil {
-			_ = conn.Flush()
-		}
+		_ = sc.Subscribe(chans...)
 	}
 	return true
 }
 
-// disconnected drops s's broken connection: nothing is confirmed on it
+// disconnected drops s's ended connection: nothing is confirmed on it
 // any more.
-func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
+func (n *notifier) disconnected(s *subNode, sc *subConn) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.conn = nil
-	conn.Close()
+	sc.Close()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	clear(s.subscribed)
@@ -364,40 +375,21 @@ func (n *notifier) disconnected(s *subNode, conn redis.Conn) {
 	}
 }
 
-// read handles what arrives on conn until it fails: announcements,
-// acknowledgements of SUBSCRIBE, and the answers to the pinger's PING
-// (an array while something is subscribed, a plain PONG otherwise). It
-// reports whether any of those arrived.
-func (n *notifier) read(s *subNode, conn redis.Conn) (heard bool) {
-	for {
-		reply, err := redis.ReceiveWithTimeout(conn, pubsubDead)
-		if err != nil {
-			var re redis.Error
-			if errors.As(err, &re) {
-				// A refused SUBSCRIBE or PING (a missing permission):
-				// waiting Lock calls fall back to their back-off (WithRetry).
-				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the back-off (WithRetry)", err)
-			}
-			return heard
-		}
-		if p, ok := reply.(string); ok && p == "PONG" {
-			heard = true
-			continue
-		}
-		vs, ok := reply.([]any)
-		if !ok || len(vs) < 2 {
-			return heard // not a pub/sub reply: the connection is out of step
-		}
-		heard = true
-		kind, _ := replyString(vs[0])
-		ch, _ := replyString(vs[1])
-		switch {
-		case kind == "message" && len(vs) == 3:
-			data, _ := replyString(vs[2])
-			n.announce(s.i, ch, data)
-		case kind == "subscribe":
-			n.confirm(s, ch)
-		}
+// event handles what arrives on node s's connection sc: announcements,
+// acknowledgements of SUBSCRIBE, the answers to the pinger's PING, and
+// the end of the connection.
+func (n *notifier) event(s *subNode, sc *subConn, ev pool.PubSubEvent) {
+	if ev.Kind == pool.PubSubClosed {
+		sc.ended <- ev.Err
+		return
+	}
+	sc.heard.Store(true)
+	sc.last.Store(time.Now().UnixNano())
+	switch ev.Kind {
+	case pool.PubSubMessage:
+		n.announce(s.i, ev.Channel, ev.Data)
+	case pool.PubSubSubscribed:
+		n.confirm(s, ev.Channel)
 	}
 }
 
@@ -482,11 +474,14 @@ func (n *notifier) pinger() {
 			n.mu.Lock()
 			stuck := !s.unacked.IsZero() && time.Since(s.unacked) >= pubsubDead
 			n.mu.Unlock()
-			if s.conn != nil {
-				if stuck {
-					s.conn.Close() // the reader fails; run dials again after the back-off
-				} else if err := s.conn.Send("PING"); err == nil {
-					_ = s.conn.Flush()
+			if c := s.conn; c != nil {
+				if stuck || time.Since(time.Unix(0, c.last.Load())) >= pubsubDead {
+					// A SUBSCRIBE left unanswered, or nothing read for
+					// pubsubDead: the connection ends, and run dials again
+					// after the back-off.
+					c.Close()
+				} else {
+					_ = c.Ping()
 				}
 			}
 			s.wmu.Unlock()

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -32,7 +30,7 @@ const (
 type debt struct {
 	c      *Client
 	ctx    context.Context // the caller's values, without its cancellation
-	script *redis.Script
+	script *pool.Script
 	args   []any
 	until  time.Time // no attempt starts after this
 }
@@ -196,6 +194,6 @@ func replied(err error) bool {
 	if errors.As(err, &ne) {
 		return ne.Replied()
 	}
-	var re redis.Error
+	var re pool.ReplyError
 	return errors.As(err, &re)
 }

@@ -7,16 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
-
 	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/pool"
 )
 
 // op is what a round sends to every node, and how a reply is read.
 type op struct {
-	cmd    string        // a command, or
-	script *redis.Script // a script
+	cmd    string       // a command, or
+	script *pool.Script // a script
 	args   []any
 	// status reads a node's reply: NodeOK, NodeRefused, or NodeFailed
 	// with the node's error.

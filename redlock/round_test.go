@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/pool"
@@ -511,7 +510,7 @@ func (s syncStarter) Start(rcv pool.Receiver, cmd string, args ...any) {
 	rcv.Receive(s.Do(context.Background(), cmd, args...))
 }
 
-func (s syncStarter) StartEval(rcv pool.Receiver, script *redis.Script, keysAndArgs ...any) {
+func (s syncStarter) StartEval(rcv pool.Receiver, script *pool.Script, keysAndArgs ...any) {
 	rcv.Receive(s.Eval(context.Background(), script, keysAndArgs...))
 }
 

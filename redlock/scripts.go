@@ -3,7 +3,7 @@ package redlock
 import (
 	_ "embed"
 
-	"github.com/gomodule/redigo/redis"
+	"github.com/quorumlock/redlock/pool"
 )
 
 var (
@@ -29,12 +29,12 @@ var (
 	// goes with each call. The two scripts that work on the waiters' queue
 	// share its functions, and its keys and first arguments, which come
 	// first in their source (queue.lua).
-	acquireScript     = redis.NewScript(-1, queueSource+acquireSource)
-	releaseScript     = redis.NewScript(3, queueSource+releaseSource)
-	releaseFreeScript = redis.NewScript(1, releaseFreeSource)
-	extendScript      = redis.NewScript(1, extendSource)
-	fenceStoreScript  = redis.NewScript(1, fenceStoreSource)
-	nodeScript        = redis.NewScript(1, nodeSource)
+	acquireScript     = pool.NewScript(-1, queueSource+acquireSource)
+	releaseScript     = pool.NewScript(3, queueSource+releaseSource)
+	releaseFreeScript = pool.NewScript(1, releaseFreeSource)
+	extendScript      = pool.NewScript(1, extendSource)
+	fenceStoreScript  = pool.NewScript(1, fenceStoreSource)
+	nodeScript        = pool.NewScript(1, nodeSource)
 )
 
 // releaseCall returns the script and arguments that give up token on
@@ -47,7 +47,7 @@ var (
 // given up with token ("" for none: see releaseArgs). boxed, when not
 // nil, is key and token boxed already (a plain round's arguments), which
 // the short release uses as they are.
-func (c *Client) releaseCall(key, token string, boxed []any, waited, alt string, queued bool) (*redis.Script, []any) {
+func (c *Client) releaseCall(key, token string, boxed []any, waited, alt string, queued bool) (*pool.Script, []any) {
 	if !queued {
 		if boxed != nil {
 			return releaseFreeScript, releaseFreeArgs(boxed[0], boxed[1])

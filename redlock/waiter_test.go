@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/pool"
@@ -338,9 +337,9 @@ type starterPool struct{ addr string }
 
 func (p starterPool) Addr() string                                    { return p.addr }
 func (p starterPool) Do(context.Context, string, ...any) (any, error) { return nil, nil }
-func (p starterPool) Eval(context.Context, *redis.Script, ...any) (any, error) {
+func (p starterPool) Eval(context.Context, *pool.Script, ...any) (any, error) {
 	return nil, nil
 }
-func (p starterPool) Close() error                                   { return nil }
-func (p starterPool) Start(pool.Receiver, string, ...any)            {}
-func (p starterPool) StartEval(pool.Receiver, *redis.Script, ...any) {}
+func (p starterPool) Close() error                                  { return nil }
+func (p starterPool) Start(pool.Receiver, string, ...any)           {}
+func (p starterPool) StartEval(pool.Receiver, *pool.Script, ...any) {}

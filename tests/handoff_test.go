@@ -83,7 +83,7 @@ func (p unsubscribedPool) Close() error { return p.p.Close() }
 func (p unsubscribedPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return p.p.Do(ctx, cmd, args...)
 }
-func (p unsubscribedPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+func (p unsubscribedPool) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
 	return p.p.Eval(ctx, s, args...)
 }
 

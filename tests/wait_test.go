@@ -52,7 +52,7 @@ func (p countingPool) count(args []any) {
 	}
 }
 
-func (p countingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+func (p countingPool) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
 	p.count(args)
 	return p.Pool.Eval(ctx, s, args...)
 }
@@ -71,13 +71,13 @@ func (p countingPool) Start(rcv pool.Receiver, cmd string, args ...any) {
 	p.Pool.(pool.Starter).Start(rcv, cmd, args...)
 }
 
-func (p countingPool) StartEval(rcv pool.Receiver, s *redis.Script, args ...any) {
+func (p countingPool) StartEval(rcv pool.Receiver, s *pool.Script, args ...any) {
 	p.count(args)
 	p.Pool.(pool.Starter).StartEval(rcv, s, args...)
 }
 
-func (p countingPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
-	return p.Pool.(pool.Subscriber).DialPubSub(ctx)
+func (p countingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
+	return p.Pool.(pool.Subscriber).DialPubSub(ctx, on)
 }
 
 // counted wraps pools (pool.New or FromRedigo) so that the acquisition
@@ -102,11 +102,11 @@ func (p plainCountingPool) Close() error { return p.p.Close() }
 func (p plainCountingPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return p.p.Do(ctx, cmd, args...)
 }
-func (p plainCountingPool) Eval(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+func (p plainCountingPool) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
 	return p.p.Eval(ctx, s, args...)
 }
-func (p plainCountingPool) DialPubSub(ctx context.Context) (redis.Conn, error) {
-	return p.p.DialPubSub(ctx)
+func (p plainCountingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
+	return p.p.DialPubSub(ctx, on)
 }
 
 // numSub returns how many connections of node s subscribe to ch.
