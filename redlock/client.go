@@ -186,7 +186,12 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
+	var since time.Time
+	if c.observing() {
+		since = c.cfg.clock.Now()
+	}
 	l, _, err := c.acquire(ctx, key, ttl, cfg, nil, true)
+	c.acquired(key, since, false, l, err)
 	return l, err
 }
 
@@ -225,6 +230,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 		return nil, nil, err
 	}
 	until := c.validUntil(r.start, ttl)
+	c.observeRound(opAcquire, key, r, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
 	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
 		return nil, r, c.failAcquire(ctx, key, token, r, until, ttl)
 	}
@@ -247,7 +253,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg
 // hand-offs that followed it), valid until until.
 func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
 	l := &Lock{c: c, key: key, token: token, until: until, since: r.start,
-		parent: ctx, ttl: ttl, margin: cfg.margin}
+		acquired: r.start, parent: ctx, ttl: ttl, margin: cfg.margin}
 	l.after.add(r)
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.

@@ -41,31 +41,38 @@ func (c *lockContext) Deadline() (time.Time, bool) {
 // acts: see docs/critical-sections.md.
 func (l *Lock) Context() context.Context {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	expired := false
 	if l.ctx == nil {
-		l.ctx = l.newContextLocked()
+		l.ctx, expired = l.newContextLocked()
 	}
-	return l.ctx
+	lc := l.ctx
+	l.mu.Unlock()
+	if expired {
+		l.ended(ErrExpired)
+	}
+	return lc
 }
 
-func (l *Lock) newContextLocked() *lockContext {
+// newContextLocked makes the lock's context; expired reports that it
+// found the validity run out and ended the lock.
+func (l *Lock) newContextLocked() (lc *lockContext, expired bool) {
 	parent := l.parent
 	if parent == nil {
 		parent = context.Background()
 	}
 	inner, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	lc := &lockContext{Context: inner, l: l, cancel: cancel, deadline: l.deadlineLocked()}
+	lc = &lockContext{Context: inner, l: l, cancel: cancel, deadline: l.deadlineLocked()}
 	clk := l.c.cfg.clock
 	switch now := clk.Now(); {
 	case l.cause != nil:
 		cancel(l.cause)
 	case !now.Before(lc.deadline):
-		l.cause = ErrExpired
+		l.cause, expired = ErrExpired, true
 		cancel(ErrExpired)
 	default:
 		lc.timer = clk.AfterFunc(lc.deadline.Sub(now), l.expire)
 	}
-	return lc
+	return lc, expired
 }
 
 // deadlineLocked is when the lock's context ends unless the lock is
@@ -85,16 +92,21 @@ func (l *Lock) deadlineLocked() time.Time {
 // deadline after the timer had already fired re-arms it instead.
 func (l *Lock) expire() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.cause != nil {
+		l.mu.Unlock()
 		return
 	}
 	d := l.deadlineLocked()
 	if now := l.c.cfg.clock.Now(); now.Before(d) {
 		l.ctx.timer.Reset(d.Sub(now))
+		l.mu.Unlock()
 		return
 	}
-	l.endLocked(ErrExpired)
+	ended := l.endLocked(ErrExpired)
+	l.mu.Unlock()
+	if ended {
+		l.ended(ErrExpired)
+	}
 }
 
 // extendedLocked moves the context's deadline after Until moved.
@@ -112,13 +124,19 @@ func (l *Lock) extendedLocked() {
 // later is born ended.
 func (l *Lock) end(cause error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.endLocked(cause)
+	ended := l.endLocked(cause)
+	l.mu.Unlock()
+	if ended {
+		l.ended(cause)
+	}
 }
 
-func (l *Lock) endLocked(cause error) {
+// endLocked is end under l.mu; it reports whether cause ended the lock
+// (it was live), and the caller then reports it (Lock.ended) after
+// unlocking.
+func (l *Lock) endLocked(cause error) bool {
 	if l.cause != nil {
-		return
+		return false
 	}
 	l.cause = cause
 	if lc := l.ctx; lc != nil {
@@ -127,6 +145,7 @@ func (l *Lock) endLocked(cause error) {
 		}
 		lc.cancel(cause)
 	}
+	return true
 }
 
 // live reports whether the lock has not ended and its context's deadline

@@ -73,6 +73,10 @@ type NodeResult struct {
 	// round of Lock). Zero otherwise.
 	TTL      time.Duration
 	Reserved bool // the key was free but kept for a waiting Lock call
+	// Latency is how long after the round's start the node replied; zero
+	// when it had not replied at the decision, or when the Client has no
+	// Observer (it is measured only for them).
+	Latency time.Duration
 }
 
 // QuorumError is returned when a round did not reach a quorum. It matches
@@ -111,16 +115,18 @@ func (e *QuorumError) Count(s NodeStatus) int {
 	return n
 }
 
-// Op names the kind of round a QuorumError comes from: "acquire",
-// "extend", "unlock", or "fence" (WithFencing's write-back of the fence).
+// Op names the kind of round a QuorumError or a RoundInfo comes from:
+// "acquire", "extend", "unlock", "fence" (WithFencing's write-back of the
+// fence), or, for RoundInfo only, "handoff" (a lock taken by hand-offs).
 type Op string
 
-// The rounds a QuorumError can come from.
+// The kinds of round.
 const (
 	opAcquire Op = "acquire"
 	opExtend  Op = "extend"
 	opUnlock  Op = "unlock"
 	opFence   Op = "fence"
+	opHandoff Op = "handoff"
 )
 
 // Busy reports whether the lock is held by another owner on enough nodes

@@ -99,6 +99,9 @@ func (c *Client) nodeReset(i int, why error) {
 	c.resets++
 	c.epochMu.Unlock()
 	c.warnNode(c.pools[i].Addr(), "node lost its data", why)
+	if c.observing() {
+		c.emit(Event{Kind: EventNodeReset, Node: c.pools[i].Addr(), Err: why})
+	}
 }
 
 // Why nodeReset is called: the signs of a node that lost its data.
@@ -128,6 +131,9 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round, un
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: fenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
+		if err == nil {
+			c.observeRound(opFence, key, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
+		}
 		if err == nil && w.ok {
 			return fence, nil
 		}

@@ -28,10 +28,13 @@ type Lock struct {
 	// release gives it up too. "" otherwise.
 	alt string
 
+	acquired time.Time // start of the round that took the lock; zero for a restored one
+
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown
 	since    time.Time // start of the round that set until
 	released bool
+	lost     bool // EventLost was reported
 
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go); zero for a restored lock.
@@ -109,10 +112,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	until := l.c.validUntil(r.start, ttl)
+	l.c.observeRound(opExtend, l.key, r, until.Sub(l.c.cfg.clock.Now()), l.c.drift(ttl))
 	if r.ok && until.After(l.c.cfg.clock.Now()) {
 		return l.extended(r, until)
 	}
-	return l.notExtended(ctx, r, until)
+	err = l.notExtended(ctx, r, until)
+	if l.c.observing() {
+		l.c.emit(Event{Kind: EventExtendFailed, Key: l.key, Err: err})
+	}
+	return err
 }
 
 // extended moves the lock's validity to until after the successful
@@ -149,8 +157,11 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 		// Whatever validity was left is gone.
 		l.mu.Lock()
 		l.until, l.since = now, r.start // an older round's success cannot undo this
-		l.endLocked(e)                  // the lock's context ends with this error
+		ended := l.endLocked(e)         // the lock's context ends with this error
 		l.mu.Unlock()
+		if ended {
+			l.ended(e)
+		}
 	}
 	return e
 }
@@ -184,9 +195,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.c.observeRound(opUnlock, l.key, r, 0, 0)
 	l.mu.Lock()
 	l.until = time.Time{}
 	l.mu.Unlock()
+	l.releasedEvent(r)
 	// A node that did not answer may still hold the key: it is released
 	// again in the background, for as long as the key can live.
 	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))

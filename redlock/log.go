@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// WithLogger makes the Client log what an operator must know and no call
-// returns on its own: a node that refuses what the library asks (a
-// missing ACL permission, a read-only replica, a full node), so that a
-// Lock that waits by back-off instead of by announcement, or a node left
-// out of every quorum, does not go unnoticed. Records are at Warn, at most
-// one a minute for each node and cause; they never contain a token or a
-// password. Default: no logging.
+// WithLogger makes the Client log what an operator must know: a lock
+// lost before Unlock (its key and cause), a node that failed (no reply in
+// time, a broken connection), and a node that refuses what the library
+// asks (a missing ACL permission, a read-only replica, a full node), so
+// that a Lock that waits by back-off instead of by announcement, or a
+// node left out of every quorum, does not go unnoticed. Records are at
+// Warn; node records at most one a minute for each node and cause. They
+// never contain a token or a password. Default: no logging. See
+// docs/observability.md.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(c *clientConfig) { c.logger = l })
 }
@@ -35,7 +37,12 @@ func (c *Client) warnNode(addr, what string, err error) {
 		return
 	}
 	cause := err.Error()
-	key := [2]string{addr, what + cause}
+	// An error reply's text is the node's own and stable; a transport
+	// error's names ports and addresses that change with every connection.
+	key := [2]string{addr, what}
+	if replied(err) {
+		key[1] += cause
+	}
 	now := time.Now()
 	c.warn.mu.Lock()
 	if c.warn.last == nil {
@@ -49,6 +56,16 @@ func (c *Client) warnNode(addr, what string, err error) {
 	c.warn.mu.Unlock()
 	l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: "+what,
 		slog.String("node", addr), slog.String("error", cause))
+}
+
+// warnFailures logs the nodes of round r that failed without answering:
+// a broken connection, or no reply within the node timeout.
+func (c *Client) warnFailures(r *round) {
+	for _, n := range r.nodes {
+		if (n.Status == NodeFailed || n.Status == NodePending) && n.Err != nil && !replied(n.Err) {
+			c.warnNode(n.Addr, "node failed", n.Err)
+		}
+	}
 }
 
 // warnRefusals logs the nodes of round r that answered with an error.

@@ -32,7 +32,8 @@ type clientConfig struct {
 	clock       clock.Clock
 	window      time.Duration // WithHandoffWindow; windowAuto: see New
 
-	logger *slog.Logger // WithLogger; nil: silent
+	logger    *slog.Logger // WithLogger; nil: silent
+	observers []Observer   // WithObserver
 
 	// Restart safety (restart.go).
 	maxTTL  time.Duration // WithRestartSafety; 0: restart safety is off

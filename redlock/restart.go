@@ -256,6 +256,9 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 			c.rs.lastErr[i].Store(&err)
 			if replied(err) {
 				c.warnNode(c.pools[i].Addr(), "node refused the restart check: it is not counted toward any quorum", err)
+				if c.observing() {
+					c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Err: err})
+				}
 			}
 			return f, err
 		}
@@ -525,6 +528,9 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	c.rs.views[i].Store(v)
 	if restarted {
 		c.nodeReset(i, errRunIDChanged)
+	}
+	if v.why != "" && c.observing() {
+		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: v.from.Sub(f.at), Err: errors.New(v.why)})
 	}
 	return mark
 }

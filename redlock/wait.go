@@ -30,14 +30,18 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if !subscribed && !cfg.fencing {
 		var l *Lock
 		if l, first, err = c.acquire(ctx, key, ttl, cfg, nil, true); err == nil || asRefusal(err) == nil {
+			c.acquired(key, since, false, l, err)
 			return l, err
 		}
 	}
 	w, err := c.newWaiter(key, ttl, cfg, since)
 	if err != nil {
+		c.acquired(key, since, false, nil, err)
 		return nil, err
 	}
-	return w.lock(ctx, first, armed)
+	l, err := w.lock(ctx, first, armed)
+	c.acquired(key, since, true, l, err)
+	return l, err
 }
 
 // answeredWithError reports whether a node of the round answered with an

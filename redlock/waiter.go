@@ -217,7 +217,30 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	}
 	l := c.newLock(ctx, w.key, w.token, w.ttl, w.last, until, w.cfg)
 	l.waited, l.after = w.id, w.sent
+	if c.observing() {
+		w.observeHandoff(start, until)
+	}
 	return l
+}
+
+// observeHandoff tells the observers of the lock w holds by hand-offs
+// that followed its round begun at start, valid until until.
+func (w *waiter) observeHandoff(start, until time.Time) {
+	c := w.c
+	now := c.cfg.clock.Now()
+	info := RoundInfo{Op: opHandoff, Key: w.key, Start: start, Duration: now.Sub(start),
+		Nodes: make([]NodeResult, len(c.pools)), Quorum: true, Validity: until.Sub(now), Drift: c.drift(w.ttl)}
+	w.mu.Lock()
+	for i, p := range c.pools {
+		info.Nodes[i].Addr = p.Addr()
+		if w.granted[i] == w.rounds && c.countsNow(i) {
+			info.Nodes[i].Status = NodeOK
+		}
+	}
+	w.mu.Unlock()
+	for _, ob := range c.cfg.observers {
+		ob.Round(&info)
+	}
 }
 
 // sleep waits after the refused round qe, the failures-th in a row (see

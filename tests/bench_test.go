@@ -52,8 +52,8 @@ func benchPools(b *testing.B, kind string, addrs []string) []pool.Pool {
 	return pools
 }
 
-func benchClient(b *testing.B, kind string, addrs []string) *redlock.Client {
-	c, err := redlock.New(benchPools(b, kind, addrs))
+func benchClient(b *testing.B, kind string, addrs []string, opts ...redlock.Option) *redlock.Client {
+	c, err := redlock.New(benchPools(b, kind, addrs), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,6 +80,13 @@ func BenchmarkLockUnlock(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				lockUnlock(b, c, "bench:uncontended")
+			}
+		})
+		observed := benchClient(b, kind, cluster.Addrs(), redlock.WithObserver(discard{}))
+		b.Run(kind+"/uncontended-observed", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				lockUnlock(b, observed, "bench:uncontended-observed")
 			}
 		})
 		b.Run(kind+"/uncontended-fenced", func(b *testing.B) {
@@ -121,3 +128,10 @@ func BenchmarkLockUnlock(b *testing.B) {
 		})
 	}
 }
+
+// discard is an Observer that does nothing: what observing costs the
+// library itself.
+type discard struct{}
+
+func (discard) Round(*redlock.RoundInfo) {}
+func (discard) Event(redlock.Event)      {}

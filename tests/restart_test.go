@@ -138,7 +138,8 @@ func TestRestartSafety_aNodeRestartedWithItsDataWaitsUnlessDeclaredDurable(t *te
 	requireValue(t, e.nodes, 0, key, held.Token())
 
 	logged, resets := resetLog()
-	b := newClient(t, newPools(t, e.addrs), redlock.WithRestartSafety(maxTTL), logged)
+	rec := &recorder{}
+	b := newClient(t, newPools(t, e.addrs), redlock.WithRestartSafety(maxTTL), logged, redlock.WithObserver(rec))
 	_, err = b.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a restarted node may have come back from an old snapshot")
 	require.Contains(t, err.Error(), "restarted without its data")
@@ -148,6 +149,24 @@ func TestRestartSafety_aNodeRestartedWithItsDataWaitsUnlessDeclaredDurable(t *te
 	require.Eventually(t, func() bool { return len(resets()) == len(want) },
 		5*time.Second, 10*time.Millisecond, "a node that came back under a new run id is reported as reset")
 	require.Equal(t, want, resets())
+	// Observers hear of the same nodes, reset and excluded for the rest of
+	// the maximum TTL.
+	rec.mu.Lock()
+	reset, excluded := map[string]bool{}, map[string]bool{}
+	for _, ev := range rec.events {
+		switch ev.Kind {
+		case redlock.EventNodeReset:
+			reset[ev.Node] = true
+		case redlock.EventNodeExcluded:
+			excluded[ev.Node] = true
+			require.Positive(t, ev.Duration)
+			require.LessOrEqual(t, ev.Duration, maxTTL)
+			require.ErrorContains(t, ev.Err, "under a new run id")
+		}
+	}
+	rec.mu.Unlock()
+	require.Equal(t, want, reset)
+	require.Equal(t, want, excluded)
 
 	d := newClient(t, newPools(t, e.addrs), redlock.WithRestartSafety(maxTTL), redlock.WithDurableNodes())
 	l, err := d.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL)

@@ -1,0 +1,191 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Observer is told what a Client does: every quorum round it decides,
+// and the events of each lock's life (WithObserver). The Client calls it
+// synchronously, from the goroutine of the call that caused it (a
+// TryLock, Lock, Extend or Unlock caller, the lock's automatic extension,
+// the timer of its context, or a restart check): it must return quickly,
+// must not block, and must not call the Client or the Lock. Nothing is
+// built for it when no Observer is set. See docs/observability.md.
+type Observer interface {
+	// Round is called once a round is decided. info and its Nodes are
+	// valid only during the call: copy what is kept.
+	Round(info *RoundInfo)
+	// Event is called for each Event.
+	Event(e Event)
+}
+
+// WithObserver adds o to the Client's observers; each call adds one, and
+// they are called in the order given. Default: none.
+func WithObserver(o Observer) Option {
+	return clientOption(func(c *clientConfig) {
+		if o != nil {
+			c.observers = append(c.observers, o)
+		}
+	})
+}
+
+// RoundInfo is one decided round: an acquisition, an extension, a release,
+// the write-back of a fence, or a lock taken by hand-offs (Op "handoff":
+// the nodes that handed the key over are NodeOK, with no latency).
+type RoundInfo struct {
+	Op       Op
+	Key      string
+	Start    time.Time     // when the first command was sent
+	Duration time.Duration // from Start to the decision
+	// Nodes is every node, in the order the Client was given them, with
+	// its outcome and latency as known at the decision: a node that had
+	// not replied yet is NodePending.
+	Nodes  []NodeResult
+	Quorum bool // a quorum did what was asked
+	// Validity is what the round left of the lock: for a won acquisition
+	// or extension (or hand-off), the time from the decision to Until;
+	// zero otherwise.
+	Validity time.Duration
+	// Drift is the allowance for clock drift subtracted from the TTL
+	// (WithDriftFactor); zero for releases.
+	Drift time.Duration
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// The events of a lock's life and of its nodes.
+const (
+	// EventAcquired: TryLock or Lock returned a lock. Duration is the
+	// call's time; Wait is how long Lock waited after its first round was
+	// refused (zero when that round took the lock, and for TryLock).
+	EventAcquired EventKind = iota + 1
+	// EventNotAcquired: TryLock or Lock failed; Err is its error (a
+	// *QuorumError: Busy, unreachable nodes, or the context's end).
+	EventNotAcquired
+	// EventReleased: Unlock released the lock on a quorum. Duration is
+	// how long it was held (from its acquisition round's start; zero for
+	// a restored lock).
+	EventReleased
+	// EventLost: the lock ended before Unlock: Err is the cause its
+	// context ends with (ErrLockLost from an extension or a release that
+	// found the key gone, ErrExpired when its validity ran out). Duration
+	// is how long it was held. Reported once per lock, when the Client
+	// learns it.
+	EventLost
+	// EventExtendFailed: an extension round (Extend, or automatic
+	// extension) did not reach a quorum; Err is its error. The lock may
+	// still be valid (see Lock.Validity).
+	EventExtendFailed
+	// EventNodeReset: a node lost its data (restarted without
+	// persistence, or its keys were flushed); Node names it, Err says how
+	// it was seen.
+	EventNodeReset
+	// EventNodeExcluded: restart safety does not count Node toward any
+	// quorum for Duration (WithRestartSafety), or until it answers the
+	// restart check when Duration is zero; Err says why.
+	EventNodeExcluded
+)
+
+// Event is something that happened to a lock or a node (Observer.Event).
+type Event struct {
+	Kind     EventKind
+	Key      string        // the lock key; "" for node events
+	Node     string        // the node's address, for node events
+	Duration time.Duration // see each EventKind
+	Wait     time.Duration // EventAcquired: how long Lock waited
+	Err      error         // see each EventKind
+}
+
+// observing reports whether anyone is told what the Client does.
+func (c *Client) observing() bool { return len(c.cfg.observers) > 0 }
+
+// observeRound tells the observers of decided round r of op on key,
+// which left validity (zero when it failed) after subtracting drift.
+func (c *Client) observeRound(o Op, key string, r *round, validity, drift time.Duration) {
+	if !c.observing() || r == nil {
+		return
+	}
+	info := RoundInfo{Op: o, Key: key, Start: r.start, Nodes: r.nodes, Quorum: r.ok, Drift: drift}
+	if !r.decidedAt.IsZero() {
+		info.Duration = r.decidedAt.Sub(r.start)
+	}
+	if r.ok && validity > 0 {
+		info.Validity = validity
+	}
+	for _, ob := range c.cfg.observers {
+		ob.Round(&info)
+	}
+}
+
+// emit tells the observers of e, and logs a lost lock at Warn.
+func (c *Client) emit(e Event) {
+	if e.Kind == EventLost && c.cfg.logger != nil {
+		c.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",
+			slog.String("key", e.Key), slog.Duration("held", e.Duration), slog.String("cause", e.Err.Error()))
+	}
+	for _, ob := range c.cfg.observers {
+		ob.Event(e)
+	}
+}
+
+// acquired reports the end of a TryLock or Lock call that began at since
+// and, for a Lock that waited, whose first round was refused.
+func (c *Client) acquired(key string, since time.Time, waited bool, l *Lock, err error) {
+	if !c.observing() {
+		return
+	}
+	d := c.cfg.clock.Now().Sub(since)
+	if err != nil {
+		c.emit(Event{Kind: EventNotAcquired, Key: key, Duration: d, Err: err})
+		return
+	}
+	e := Event{Kind: EventAcquired, Key: key, Duration: d}
+	if waited {
+		e.Wait = d
+	}
+	c.emit(e)
+}
+
+// ended reports that lock l ended with cause, once, from the caller of
+// endLocked after it released l.mu: anything but Unlock is a loss.
+func (l *Lock) ended(cause error) {
+	c := l.c
+	if cause == ErrReleased || (!c.observing() && c.cfg.logger == nil) {
+		return
+	}
+	l.mu.Lock()
+	first := !l.lost
+	l.lost = true
+	l.mu.Unlock()
+	if first {
+		c.emit(Event{Kind: EventLost, Key: l.key, Duration: l.held(), Err: cause})
+	}
+}
+
+// releasedEvent reports the release round r of Unlock: the lock was
+// released, or (no quorum) found lost unless that was reported already.
+func (l *Lock) releasedEvent(r *round) {
+	c := l.c
+	if !c.observing() && c.cfg.logger == nil {
+		return
+	}
+	if r.ok {
+		if c.observing() {
+			c.emit(Event{Kind: EventReleased, Key: l.key, Duration: l.held()})
+		}
+		return
+	}
+	l.ended(c.quorumError(opUnlock, l.key, r, ErrLockLost, 0))
+}
+
+// held returns how long l has been held: from its acquisition round's
+// start; zero for a restored lock.
+func (l *Lock) held() time.Duration {
+	if l.acquired.IsZero() {
+		return 0
+	}
+	return l.c.cfg.clock.Now().Sub(l.acquired)
+}
