@@ -29,6 +29,9 @@ type Client struct {
 	warn       warner   // WithLogger's rate limit (log.go)
 	notify     notifier // release announcements for waiting Lock calls (notify.go)
 	id         string   // random: names the Client's hand-off channels (handoffChannel)
+	// tokenPrefix starts the tokens of the Client's rounds: "<id>:", so
+	// that Inspect can tell whose a lock is (tokenClient).
+	tokenPrefix string
 	// The acquisition script's fixed arguments, boxed once.
 	refreshMs, slackMs, windowArg any
 
@@ -85,6 +88,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.notify.c = c
 	c.initRestarts()
 	c.id = strconv.FormatUint(rand.Uint64(), 36)
+	c.tokenPrefix = c.id + ":"
 	c.refreshMs, c.slackMs, c.windowArg = c.refresh().Milliseconds(), c.entrySlack().Milliseconds(), c.windowMs()
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {

@@ -141,3 +141,36 @@ func ExampleLock_Context() {
 		}
 	}
 }
+
+// waitLog is an Observer that logs long waits and lost locks; a metrics
+// library would record the same figures.
+type waitLog struct{}
+
+func (waitLog) Round(info *redlock.RoundInfo) {
+	for _, n := range info.Nodes {
+		if n.Status == redlock.NodeFailed {
+			log.Printf("%s round on %s: node %s failed: %v", info.Op, info.Key, n.Addr, n.Err)
+		}
+	}
+}
+
+func (waitLog) Event(e redlock.Event) {
+	switch e.Kind {
+	case redlock.EventAcquired:
+		if e.Wait > time.Second {
+			log.Printf("waited %v for %s", e.Wait, e.Key)
+		}
+	case redlock.EventLost:
+		log.Printf("lost %s after %v: %v", e.Key, e.Duration, e.Err)
+	}
+}
+
+func ExampleWithObserver() {
+	var pools []pool.Pool // built as in the package example
+
+	client, err := redlock.New(pools, redlock.WithObserver(waitLog{}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+}

@@ -50,12 +50,14 @@ type Lock struct {
 // Key returns the lock's key.
 func (l *Lock) Key() string { return l.key }
 
-// Token returns the owner token: a random value that only this acquisition
-// knows. A lock that Lock got after waiting (not fenced, with queueing
-// on) has a token that starts with the Lock call's id ("<id>/<random>", followed by "/<round>" when a round
-// took it), so that a handle restored from it releases all the call was
-// given. Anyone with the key and token can release the lock (see Restore),
-// so treat it as a secret: do not log it.
+// Token returns the owner token: the Client's ID and a random value that
+// only this acquisition knows ("<client id>:<random>"). A lock that Lock
+// got after waiting (not fenced, with queueing on) has a token that
+// starts with the Lock call's id instead ("<client id>.<n>/<random>",
+// followed by "/<round>" when a round took it), so that a handle restored
+// from it releases all the call was given. Anyone with the key and token
+// can release the lock (see Restore), so treat it as a secret: do not log
+// it.
 func (l *Lock) Token() string { return l.token }
 
 // Until returns when the lock's validity ends, on the Client's clock: the

@@ -21,6 +21,10 @@ var (
 	fenceStoreSource string
 	//go:embed node.lua
 	nodeSource string
+	//go:embed inspect.lua
+	inspectSource string
+	//go:embed force_release.lua
+	forceReleaseSource string
 
 	// The scripts take the keys in KEYS and every value in ARGV, the names
 	// of channels included (keys.go); nothing is ever interpolated into
@@ -35,6 +39,8 @@ var (
 	extendScript      = pool.NewScript(1, extendSource)
 	fenceStoreScript  = pool.NewScript(1, fenceStoreSource)
 	nodeScript        = pool.NewScript(1, nodeSource)
+	inspectScript     = pool.NewScript(3, inspectSource)
+	forceScript       = pool.NewScript(3, queueSource+forceReleaseSource)
 )
 
 // releaseCall returns the script and arguments that give up token on
@@ -103,6 +109,21 @@ func (c *Client) releaseArgs(key, owned, waited, alt string) []any {
 // the acquisition and release scripts, ARGV[1..5].
 func (c *Client) appendQueueArgs(args []any, key string) []any {
 	return append(args, reservedPrefix, handoffPrefix, handoffTail(key), c.windowArg, c.slackMs)
+}
+
+// inspectArgs are the inspection script's keys: key, its queue and its
+// fence counter.
+func inspectArgs(key string) []any {
+	return []any{key, waitersKey(key), fenceKey(key)}
+}
+
+// forceArgs are the forced release's keys and arguments: key is given up
+// whatever it holds.
+func (c *Client) forceArgs(key string) []any {
+	args := make([]any, 0, 9)
+	args = append(args, key, waitersKey(key), entriesKey(key))
+	args = c.appendQueueArgs(args, key)
+	return append(args, releaseChannel(key))
 }
 
 // releaseFreeArgs are the short release's keys and arguments: key gives

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/google/uuid"
@@ -12,7 +13,10 @@ import (
 // newToken returns 122 random bits from crypto/rand as a UUID string
 // (version 4). The random bytes are read in blocks (tokenBlock), each
 // byte used once.
-func newToken() (string, error) {
+func newToken() (string, error) { return newTokenWith("") }
+
+// newTokenWith returns prefix followed by a new token, in one allocation.
+func newTokenWith(prefix string) (string, error) {
 	tb := tokenBlocks.Get().(*tokenBlock)
 	defer tokenBlocks.Put(tb)
 	if tb.used+16 > len(tb.b) {
@@ -27,7 +31,27 @@ func newToken() (string, error) {
 	tb.used += 16
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	return u.String(), nil
+	var text [36]byte
+	encodeUUID(&text, u)
+	var b strings.Builder
+	b.Grow(len(prefix) + len(text))
+	b.WriteString(prefix)
+	b.Write(text[:])
+	return b.String(), nil
+}
+
+// encodeUUID writes u in its canonical form, xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+func encodeUUID(dst *[36]byte, u uuid.UUID) {
+	const hexDigits = "0123456789abcdef"
+	j := 0
+	for i, b := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst[j] = '-'
+			j++
+		}
+		dst[j], dst[j+1] = hexDigits[b>>4], hexDigits[b&0x0f]
+		j += 2
+	}
 }
 
 // tokenBlock is random bytes for tokens, read from crypto/rand 512 at a

@@ -488,14 +488,15 @@ func (w *waiter) handedOff(counts func(i int) bool) (n, others int, start time.T
 	return n, others, w.last.start
 }
 
-// roundToken returns the token of a round: a new random one, or for the
-// script round of a waiter that takes hand-offs, its hand-off token + "/"
-// + the round's number. A lock that waited can thus be released by its
+// roundToken returns the token of a round: a new random one after the
+// Client's id ("<client id>:<uuid>", so that Inspect can tell whose it
+// is), or for the script round of a waiter that takes hand-offs, its
+// hand-off token + "/" + the round's number. A lock that waited can thus be released by its
 // token alone (Restore): the token names the Lock call and its hand-off
 // token (waitToken).
 func (c *Client) roundToken(w *waiter, plain bool) (string, error) {
 	if plain || w == nil || w.token == "" {
-		return newToken()
+		return newTokenWith(c.tokenPrefix)
 	}
 	return w.token + "/" + strconv.Itoa(w.rounds+1), nil
 }

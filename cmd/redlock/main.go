@@ -1,0 +1,195 @@
+// Command redlock is an operator's tool for the locks of the redlock
+// library: it shows what every node holds for a lock key, and can force a
+// stuck lock free.
+//
+// Usage:
+//
+//	redlock inspect -addrs host:port,host:port,... KEY
+//	redlock force-release -addrs host:port,... -yes KEY
+//
+// inspect prints, node by node, whether the key is held and by which
+// Client (its ID, as Client.ID reports it), the key's remaining TTL, how
+// many Lock calls are queued for it, and its fence counter. It writes
+// nothing.
+//
+// force-release gives the key up on every node whatever it holds, as its
+// holder's Unlock would (the longest waiting Lock call gets it). It is
+// dangerous: the holder is not told and may go on working beside the next
+// holder until its next extension fails. It asks for -yes.
+//
+// Credentials come from the environment, never from flags (which other
+// users of the machine can read): REDLOCK_PASSWORD, and REDLOCK_USER for
+// an ACL user. -tls connects with TLS, verifying the nodes against the
+// system's roots. See docs/operations.md.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// usageError is a command line that cannot be run; it exits with 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// run runs the command line args and returns the exit code: 0 when done,
+// 1 when a node or the lock call failed, 2 on a bad command line.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	err := dispatch(args, stdout, getenv)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "redlock:", err)
+		fmt.Fprintln(stderr, "usage: redlock inspect|force-release -addrs host:port,... [-tls] [-timeout d] [-yes] KEY")
+		return 2
+	}
+	fmt.Fprintln(stderr, "redlock:", err)
+	return 1
+}
+
+func dispatch(args []string, stdout io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		return usageError{"no command"}
+	}
+	cmd := args[0]
+	if cmd != "inspect" && cmd != "force-release" {
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addrs := fs.String("addrs", "", "comma-separated host:port of every Redlock node, in any order")
+	useTLS := fs.Bool("tls", false, "connect with TLS, verifying the nodes against the system's roots")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the nodes")
+	yes := fs.Bool("yes", false, "force-release: confirm that the holder may be running")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 || fs.Arg(0) == "" {
+		return usageError{"want exactly one KEY"}
+	}
+	if *addrs == "" {
+		return usageError{"-addrs is required"}
+	}
+	if cmd == "force-release" && !*yes {
+		return usageError{"force-release needs -yes: the holder is not told, and may run beside the next holder"}
+	}
+	key := fs.Arg(0)
+	client, closeAll, err := connect(strings.Split(*addrs, ","), *useTLS, *timeout, getenv)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if cmd == "force-release" {
+		if err := client.ForceRelease(ctx, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "released %q on every node\n", key)
+		return nil
+	}
+	in, err := client.Inspect(ctx, key)
+	if err != nil {
+		return err
+	}
+	return printInspection(stdout, in)
+}
+
+// connect makes a Client over the nodes at addrs.
+func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(string) string) (*redlock.Client, func(), error) {
+	var opts []pool.Option
+	if pw := getenv("REDLOCK_PASSWORD"); pw != "" {
+		if user := getenv("REDLOCK_USER"); user != "" {
+			opts = append(opts, pool.WithUser(user, pw))
+		} else {
+			opts = append(opts, pool.WithPassword(pw))
+		}
+	}
+	if useTLS {
+		opts = append(opts, pool.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12}))
+	}
+	var pools []pool.Pool
+	closeAll := func() {
+		for _, p := range pools {
+			_ = p.Close()
+		}
+	}
+	for _, a := range addrs {
+		p, err := pool.New(strings.TrimSpace(a), opts...)
+		if err != nil {
+			closeAll()
+			return nil, nil, usageError{err.Error()}
+		}
+		pools = append(pools, p)
+	}
+	// The node timeout bounds each node's answer; restart safety is off:
+	// nothing here takes a lock.
+	client, err := redlock.New(pools, redlock.WithNodeTimeout(timeout), redlock.WithRestartSafety(0))
+	if err != nil {
+		closeAll()
+		return nil, nil, usageError{err.Error()}
+	}
+	return client, func() { _ = client.Close(); closeAll() }, nil
+}
+
+// printInspection writes a summary line and a table of the nodes.
+func printInspection(w io.Writer, in *redlock.Inspection) error {
+	held := 0
+	for _, n := range in.Nodes {
+		if n.Held {
+			held++
+		}
+	}
+	switch who, ok := in.HeldBy(); {
+	case ok:
+		fmt.Fprintf(w, "key %q: held by client %s on %d of %d nodes (quorum %d)\n", in.Key, who, held, len(in.Nodes), in.Quorum)
+	case held > 0:
+		fmt.Fprintf(w, "key %q: held on %d of %d nodes, by no single client on a quorum (%d): being taken, released, or split\n", in.Key, held, len(in.Nodes), in.Quorum)
+	default:
+		fmt.Fprintf(w, "key %q: free on every node that answered\n", in.Key)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tHOLDER\tTTL\tQUEUED\tFENCE\tERROR")
+	for _, n := range in.Nodes {
+		if n.Err != nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%v\n", n.Addr, n.Err)
+			continue
+		}
+		state, holder, ttl := "free", "-", "-"
+		switch {
+		case n.Held:
+			state, holder = "held", n.Holder
+			if holder == "" {
+				holder = "?"
+			}
+		case n.Reserved:
+			state = "reserved"
+		}
+		if n.Held || n.Reserved {
+			ttl = "none"
+			if n.TTL >= 0 {
+				ttl = n.TTL.Round(time.Millisecond).String()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", n.Addr, state, holder, ttl, n.Queued, n.Fence)
+	}
+	return tw.Flush()
+}

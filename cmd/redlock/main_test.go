@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut, func(k string) string { return env[k] })
+	return code, out.String(), errOut.String()
+}
+
+func TestInspectAndForceRelease_onRealNodes(t *testing.T) {
+	nodes := redistest.StartT(t, 3, redistest.Options{Password: "s3cret"})
+	addrs := strings.Join(nodes.Addrs(), ",")
+	env := map[string]string{"REDLOCK_PASSWORD": "s3cret"}
+	var pools []pool.Pool
+	for _, a := range nodes.Addrs() {
+		p, err := pool.New(a, pool.WithPassword("s3cret"))
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		pools = append(pools, p)
+	}
+	c, err := redlock.New(pools)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, "orders:42", time.Minute, redlock.WithFencing())
+	require.NoError(t, err)
+
+	code, out, errOut := runCmd(t, env, "inspect", "-addrs", addrs, "orders:42")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `key "orders:42": held by client `+c.ID()+" on 3 of 3 nodes (quorum 2)")
+	require.Len(t, regexp.MustCompile(`(?m)^\S+\s+held\s+`+c.ID()+`\s`).FindAllString(out, -1), 3, out)
+	require.NotContains(t, out, l.Token(), "the token is the holder's secret")
+	require.Contains(t, out, "NODE")
+
+	code, _, errOut = runCmd(t, env, "force-release", "-addrs", addrs, "orders:42")
+	require.Equal(t, 2, code, "force-release without -yes")
+	require.Contains(t, errOut, "-yes")
+	code, out, errOut = runCmd(t, env, "force-release", "-addrs", addrs, "-yes", "orders:42")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "released")
+	require.ErrorIs(t, l.Extend(ctx, time.Minute), redlock.ErrLockLost)
+
+	code, out, _ = runCmd(t, env, "inspect", "-addrs", addrs, "orders:42")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "free on every node")
+
+	// A node that refuses the password is named, with its error, and the
+	// others still answer.
+	code, out, errOut = runCmd(t, map[string]string{"REDLOCK_PASSWORD": "wrong"}, "inspect", "-addrs", addrs, "orders:42")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, nodes.Addrs()[0])
+	require.Contains(t, strings.ToUpper(out), "WRONGPASS")
+	require.NotContains(t, out, "wrong\n")
+}
+
+func TestRun_refusesBadCommandLines(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"bogus"},
+		{"inspect"},
+		{"inspect", "-addrs", "127.0.0.1:1"},
+		{"inspect", "-addrs", "127.0.0.1:1", "a", "b"},
+		{"inspect", "-nope", "k"},
+		{"inspect", "-addrs", "127.0.0.1:1,127.0.0.1:1", "k"},
+	} {
+		code, _, errOut := runCmd(t, nil, args...)
+		require.Equal(t, 2, code, "%q: %s", args, errOut)
+		require.Contains(t, errOut, "usage:")
+	}
+}
+
+func TestInspect_anUnreachableNodeIsNamedAndBounded(t *testing.T) {
+	nodes := redistest.StartT(t, 3)
+	require.NoError(t, nodes.Node(2).Kill())
+	start := time.Now()
+	code, out, errOut := runCmd(t, nil, "inspect", "-addrs", strings.Join(nodes.Addrs(), ","), "-timeout", "500ms", "k")
+	require.Equal(t, 0, code, errOut)
+	require.Less(t, time.Since(start), 5*time.Second)
+	line := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, nodes.Addrs()[2]) {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, out)
+	require.Contains(t, line, "redlock/pool: node "+nodes.Addrs()[2])
+}

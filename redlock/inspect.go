@@ -1,0 +1,198 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Inspection is what every node holds for a lock key (Client.Inspect).
+type Inspection struct {
+	Key    string
+	Quorum int              // nodes a lock needs
+	Nodes  []NodeInspection // every node, in the order the Client was given them
+}
+
+// NodeInspection is what one node holds for a lock key. The token itself
+// is never reported: it is the holder's secret.
+type NodeInspection struct {
+	Addr string
+	Err  error // the node did not answer (a *pool.NodeError); the fields below are then zero
+	// Held: the key holds an owner's token (a lock, or a hand-off to a
+	// waiting Lock call).
+	Held bool
+	// Reserved: the key is kept free for a waiting fenced Lock call
+	// (WithHandoffWindow).
+	Reserved bool
+	// TTL is how long the key has left: -1 when it has no TTL, 0 when it
+	// is absent.
+	TTL time.Duration
+	// Holder is the ID of the Client whose token the key holds ("" when it
+	// cannot be told: a token from an older version, or none).
+	Holder string
+	Mine   bool   // Holder is this Client
+	Queued int    // Lock calls queued for the key, including some that left without saying so (gone within about a second)
+	Fence  uint64 // the key's fence counter; 0 when it was never fenced on this node
+}
+
+// HeldBy returns the Client ID that holds the key on a quorum of nodes,
+// and whether one does. A key held on fewer nodes (a lock being taken or
+// released, or a split) reports false.
+func (in *Inspection) HeldBy() (holder string, ok bool) {
+	count := map[string]int{}
+	for _, n := range in.Nodes {
+		if n.Held {
+			count[n.Holder]++
+		}
+	}
+	for h, k := range count {
+		if k >= in.Quorum {
+			return h, true
+		}
+	}
+	return "", false
+}
+
+// ID returns the Client's random ID. Inspect reports it as the holder of
+// the locks this Client took (NodeInspection.Holder), and it names the
+// Client's hand-off channels (docs/operations.md).
+func (c *Client) ID() string { return c.id }
+
+// Inspect asks every node at once what it holds for key: whether the key
+// is held and by which Client, its remaining TTL, the queued Lock calls,
+// and the fence counter. It reads and writes nothing else, takes no lock,
+// and each node's answer is bounded by the node timeout and ctx. A node
+// that does not answer has its Err set; Inspect itself fails only on bad
+// arguments or a closed Client. The answer is a snapshot: it may change at
+// once. See docs/operations.md.
+func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if key == "" {
+		return nil, errors.New("redlock: empty key")
+	}
+	if !c.bg.add(1) {
+		return nil, pool.ErrClosed
+	}
+	defer c.bg.end()
+	in := &Inspection{Key: key, Quorum: c.quorum, Nodes: make([]NodeInspection, len(c.pools))}
+	args := inspectArgs(key)
+	var g errgroup.Group
+	for i, p := range c.pools {
+		n := &in.Nodes[i]
+		n.Addr = p.Addr()
+		g.Go(func() error {
+			nctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
+			defer cancel()
+			reply, err := p.Eval(nctx, inspectScript, args...)
+			if err == nil {
+				err = c.readInspection(n, reply)
+			}
+			if err != nil {
+				*n = NodeInspection{Addr: n.Addr, Err: explainDenied(err)}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return in, nil
+}
+
+// readInspection fills n from the inspection script's reply.
+func (c *Client) readInspection(n *NodeInspection, reply any) error {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 4 {
+		return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected inspection reply %T", reply)}
+	}
+	pttl, ok1 := vs[1].(int64)
+	queued, ok2 := vs[2].(int64)
+	if !ok1 || !ok2 {
+		return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: errors.New("unexpected inspection reply")}
+	}
+	if v, ok := replyString(vs[0]); ok {
+		if strings.HasPrefix(v, reservedPrefix) {
+			n.Reserved = true
+		} else {
+			n.Held, n.Holder = true, tokenClient(v)
+			n.Mine = n.Holder == c.id
+		}
+		n.TTL = time.Duration(pttl) * time.Millisecond
+		if pttl < 0 {
+			n.TTL = -1
+		}
+	}
+	n.Queued = int(queued)
+	if f, ok := replyString(vs[3]); ok {
+		fence, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: fmt.Errorf("fence counter %q: %w", f, err)}
+		}
+		n.Fence = fence
+	}
+	return nil
+}
+
+// tokenClient returns the ID of the Client that made token, "" when it
+// cannot be told. A lock's token is "<client>:<random>" (TryLock and first
+// rounds) or starts with a waiting call's id, "<client>.<n>/" (waitToken).
+func tokenClient(token string) string {
+	if id, _, ok := waitToken(token); ok {
+		cid, _, _ := strings.Cut(id, ".")
+		return cid
+	}
+	if cid, secret, ok := strings.Cut(token, ":"); ok && base36(cid) && len(secret) == 36 {
+		return cid
+	}
+	return ""
+}
+
+// ForceRelease gives up key on every node whatever it holds, as if its
+// holder had released it: the longest waiting Lock call gets the key, or
+// it is left free and announced. It is for operators, and dangerous: the
+// holder is not told, and goes on believing it holds the lock until its
+// next extension fails with ErrLockLost (its context then ends), or until
+// its validity runs out; meanwhile a new holder may run beside it. Use it
+// only for a holder known to be gone or stuck, and prefer fencing
+// (WithFencing) where the protected resource can check. It returns an
+// error naming every node that did not answer (the key may still be held
+// there until its TTL); nil when every node did. See docs/operations.md.
+func (c *Client) ForceRelease(ctx context.Context, key string) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if key == "" {
+		return errors.New("redlock: empty key")
+	}
+	if !c.bg.add(1) {
+		return pool.ErrClosed
+	}
+	defer c.bg.end()
+	args := c.forceArgs(key)
+	errs := make([]error, len(c.pools))
+	var g errgroup.Group
+	for i, p := range c.pools {
+		g.Go(func() error {
+			nctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
+			defer cancel()
+			reply, err := p.Eval(nctx, forceScript, args...)
+			if err == nil {
+				_, err = scriptStatus(p.Addr(), reply, nil)
+			}
+			errs[i] = err
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("redlock: force release of %q: not every node answered (the key may stay held there until its TTL): %w", key, err)
+	}
+	return nil
+}

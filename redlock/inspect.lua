@@ -1,0 +1,10 @@
+-- Inspect: what a node holds for a lock key, read and nothing written.
+local key = KEYS[1] -- the lock key
+local waiters = KEYS[2] -- the queue (sorted set of waiter ids)
+local fenceKey = KEYS[3] -- the fence counter
+
+-- Returns {value or false, pttl, queued, fence or false}: the key's value
+-- (a token, or a reservation), its PTTL (-2: no key, -1: no TTL), how
+-- many Lock calls are queued (entries of waiters that left stay until
+-- their deadline or the next release), and the fence counter.
+return {redis.call("GET", key), redis.call("PTTL", key), redis.call("ZCARD", waiters), redis.call("GET", fenceKey)}
