@@ -108,9 +108,10 @@ func (c *Client) observeRound(o Op, key string, r *round, validity, drift time.D
 	if !c.observing() || r == nil {
 		return
 	}
+	// Observers are told right after the decision: now is when it was.
 	info := RoundInfo{Op: o, Key: key, Start: r.start, Nodes: r.nodes, Quorum: r.ok, Drift: drift}
-	if !r.decidedAt.IsZero() {
-		info.Duration = r.decidedAt.Sub(r.start)
+	if r.sent {
+		info.Duration = c.cfg.clock.Now().Sub(r.start)
 	}
 	if r.ok && validity > 0 {
 		info.Validity = validity

@@ -36,8 +36,8 @@ type outcome struct {
 	i      int
 	status NodeStatus
 	err    error
-	reply  any       // the raw reply, only when the op keeps replies
-	at     time.Time // when it arrived; with an Observer only
+	reply  any           // the raw reply, only when the op keeps replies
+	after  time.Duration // when it arrived, from the round's start; with an Observer only
 }
 
 // inlineNodes is how many nodes a round keeps inside its own allocation;
@@ -46,24 +46,22 @@ const inlineNodes = 7
 
 // round is one quorum round: a command sent to every node at once.
 type round struct {
-	c     *Client
-	op    op
-	start time.Time // read before the first command was sent
-	// decidedAt is when the round was decided; with an Observer only.
-	decidedAt time.Time
-	nodes     []NodeResult // outcomes known when the round was decided
-	replies   []any        // with op.keep: the raw replies known at the decision
-	calls     []nodeCall   // one receiver per node
-	ok        bool         // a quorum did what was asked
-	cause     error        // the caller's context error, when it ended the round
-	pending   int          // nodes that had not replied at the decision
-	okCount   int          // replies read before the decision that did what was asked
-	badCount  int          // replies read before the decision that refused or failed
-	sent      bool         // the command went out (not when ctx had ended before)
-	late      chan int     // the node of every reply lands here; the decided round leaves the late ones
-	left      atomic.Int32 // nodes yet to reply
-	ctx       context.Context
-	cancel    context.CancelFunc // ends ctx once every node has replied
+	c        *Client
+	op       op
+	start    time.Time    // read before the first command was sent
+	nodes    []NodeResult // outcomes known when the round was decided
+	replies  []any        // with op.keep: the raw replies known at the decision
+	calls    []nodeCall   // one receiver per node
+	ok       bool         // a quorum did what was asked
+	cause    error        // the caller's context error, when it ended the round
+	pending  int          // nodes that had not replied at the decision
+	okCount  int          // replies read before the decision that did what was asked
+	badCount int          // replies read before the decision that refused or failed
+	sent     bool         // the command went out (not when ctx had ended before)
+	late     chan int     // the node of every reply lands here; the decided round leaves the late ones
+	left     atomic.Int32 // nodes yet to reply
+	ctx      context.Context
+	cancel   context.CancelFunc // ends ctx once every node has replied
 
 	smu     sync.Mutex
 	settled chan struct{} // made by await; closed when every node has replied
@@ -117,7 +115,7 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 		nc.out.reply = reply
 	}
 	if r.c.observing() {
-		nc.out.at = r.c.cfg.clock.Now()
+		nc.out.after = r.c.cfg.clock.Now().Sub(r.start)
 	}
 	r.late <- nc.i
 	r.replied()
@@ -217,9 +215,6 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 	}
 	r.sendAll(ctx)
 	r.decide(ctx)
-	if c.observing() {
-		r.decidedAt = c.cfg.clock.Now()
-	}
 	if c.cfg.logger != nil {
 		c.warnFailures(r)
 	}
@@ -362,9 +357,7 @@ func (r *round) send(i int, waited bool) {
 // record files outcome o of a reply read before the decision.
 func (r *round) record(o outcome) {
 	r.nodes[o.i].Status, r.nodes[o.i].Err = o.status, o.err
-	if !o.at.IsZero() {
-		r.nodes[o.i].Latency = o.at.Sub(r.start)
-	}
+	r.nodes[o.i].Latency = o.after
 	if r.replies != nil {
 		r.replies[o.i] = o.reply
 	}
