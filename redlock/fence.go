@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -62,7 +63,7 @@ func parseFenceReply(reply any) (fenceReply, error) {
 // and the write-back's refusals (storeFence) are what make the fence
 // larger than that lock's. Nodes that granted after the decision are not
 // read.
-func (c *Client) fenceOf(r *round) uint64 {
+func (c *Client) fenceOf(key string, r *round) uint64 {
 	var top uint64
 	for i, n := range r.nodes {
 		if n.Status != NodeOK {
@@ -73,19 +74,22 @@ func (c *Client) fenceOf(r *round) uint64 {
 			continue // acquireStatus made such a node NodeFailed
 		}
 		top = max(top, fr.counter)
-		c.seeEpoch(i, fr.epoch)
+		c.seeEpoch(i, keyslot.Slot(key), fr.epoch)
 	}
 	return top + 1
 }
 
-// seeEpoch remembers node i's epoch and reports a change.
-func (c *Client) seeEpoch(i int, epoch string) {
+// seeEpoch remembers node i's epoch for a hash slot and reports a change.
+func (c *Client) seeEpoch(i int, slot uint16, epoch string) {
 	c.epochMu.Lock()
 	if c.epochs == nil {
-		c.epochs = make([]string, len(c.pools))
+		c.epochs = make([]map[uint16]string, len(c.pools))
 	}
-	old := c.epochs[i]
-	c.epochs[i] = epoch
+	if c.epochs[i] == nil {
+		c.epochs[i] = map[uint16]string{}
+	}
+	old := c.epochs[i][slot]
+	c.epochs[i][slot] = epoch
 	c.epochMu.Unlock()
 	if old != "" && old != epoch {
 		c.nodeReset(i, errEpochChanged)
@@ -127,7 +131,7 @@ const fenceRounds = 3
 // error: the last round's *QuorumError with Op "fence", matching
 // ErrNotAcquired.
 func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
-	fence := c.fenceOf(r)
+	fence := c.fenceOf(key, r)
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: fenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
@@ -199,6 +203,6 @@ func refusedCounter(w *round) (top uint64, refused bool) {
 // fenceState is the Client's view of the nodes' epochs.
 type fenceState struct {
 	epochMu sync.Mutex
-	epochs  []string // per node, the last epoch seen; "" before any
-	resets  uint64   // epoch changes seen (nodeReset)
+	epochs  []map[uint16]string // per node and hash slot, the last epoch seen (at most 16384 a node)
+	resets  uint64              // epoch changes seen (nodeReset)
 }

@@ -25,7 +25,7 @@ func TestFence_startsAtOneAndGrowsWithEachAcquisition(t *testing.T) {
 	}
 	c.Close()
 	for _, n := range nodes {
-		v, _ := n.get("k:fence")
+		v, _ := n.get(fenceKey("k"))
 		require.Equal(t, "5", v, "%s: the fence is stored on every node that answers", n.addr)
 	}
 }
@@ -38,7 +38,7 @@ func TestFence_unfencedLockHasNoFenceAndOneRound(t *testing.T) {
 	require.NoError(t, c.Close())
 	for _, n := range nodes {
 		require.Zero(t, n.count("fence-store"))
-		_, ok := n.get("k:fence")
+		_, ok := n.get(fenceKey("k"))
 		require.False(t, ok)
 	}
 }
@@ -50,13 +50,13 @@ func TestFence_unfencedLockHasNoFenceAndOneRound(t *testing.T) {
 func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	ctx := context.Background()
-	nodes[0].set("k:fence", "10")
+	nodes[0].set(fenceKey("k"), "10")
 	failOn(nodes[3:], errors.New("down"))
 	l, err := c.TryLock(ctx, "k", ttl, WithFencing())
 	require.NoError(t, err)
 	require.Equal(t, uint64(11), l.Fence())
 	for _, n := range nodes[:3] {
-		v, _ := n.get("k:fence")
+		v, _ := n.get(fenceKey("k"))
 		require.Equal(t, "11", v)
 	}
 	require.NoError(t, l.Unlock(ctx))
@@ -92,7 +92,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 		return nodes[0].parkedCount() == 1
 	}, 5*time.Second, time.Millisecond, "granted by nodes 3 and 4, refused by 1 and 2, waiting for node 0")
 	for _, n := range nodes[1:] {
-		n.set("k:fence", "1")
+		n.set(fenceKey("k"), "1")
 	}
 	loseOn(nodes[:1], "k")
 	open()
@@ -102,7 +102,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 	// The write-backs go to every node; the round returns on a quorum.
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if v, _ := n.get("k:fence"); v != "2" || n.count("fence-store") != 2 {
+			if v, _ := n.get(fenceKey("k")); v != "2" || n.count("fence-store") != 2 {
 				return false
 			}
 		}
@@ -250,7 +250,7 @@ func TestFence_nodeThatLostItsDataIsReported(t *testing.T) {
 	seen := func() bool { // the client knows node 2's epoch
 		c.epochMu.Lock()
 		defer c.epochMu.Unlock()
-		return c.epochs != nil && c.epochs[1] != ""
+		return c.epochs != nil && len(c.epochs[1]) > 0
 	}
 	for i := 0; i < 1000 && !seen(); i++ { // node 2 may answer after the decisions
 		acquire()

@@ -44,8 +44,11 @@ func TestInspect_namesTheHoldingClient(t *testing.T) {
 		who, held := in.HeldBy()
 		require.True(t, held)
 		require.Equal(t, holder.ID(), who)
-		heldOn := 0
+		heldOn, fenced := 0, 0
 		for _, n := range in.Nodes {
+			if n.Fence > 0 {
+				fenced++ // the write-back reached a quorum; the rest may be on its way
+			}
 			if !n.Held {
 				continue
 			}
@@ -53,9 +56,9 @@ func TestInspect_namesTheHoldingClient(t *testing.T) {
 			require.Equal(t, holder.ID(), n.Holder)
 			require.Equal(t, c == holder, n.Mine)
 			require.Equal(t, time.Minute, n.TTL, "the test servers' clocks stand still")
-			require.Positive(t, n.Fence)
 		}
 		require.GreaterOrEqual(t, heldOn, 2)
+		require.GreaterOrEqual(t, fenced, 2)
 	}
 	require.NotEqual(t, holder.ID(), other.ID())
 }
@@ -94,6 +97,9 @@ func TestForceRelease_freesAHeldKeyAndTheHolderLosesItAtItsNextExtension(t *test
 	l, err := holder.TryLock(ctx, "k", time.Minute)
 	require.NoError(t, err)
 	lctx := l.Context()
+	// The round was decided at the quorum: a SET still on its way would
+	// take the key again after the forced release.
+	waitHeld(t, nodes, "k", l.Token())
 
 	require.NoError(t, operator.ForceRelease(ctx, "k"))
 	for _, n := range nodes {

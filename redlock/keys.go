@@ -1,5 +1,7 @@
 package redlock
 
+import "github.com/quorumlock/redlock/internal/keyslot"
+
 // The names of everything a Client keeps on the nodes or announces
 // through them, all derived here. The scripts build none of them: the
 // Client passes each key in KEYS and each channel or value in ARGV
@@ -9,25 +11,33 @@ package redlock
 // release channel (it gets the prefix). docs/operations.md
 // ("Keys and channels") has the table of them all: type, contents, writer.
 //
-// Every process that locks the same keys shares these names, processes
-// of older versions included: keep them byte for byte.
+// Every process that locks the same keys shares these names: keep them
+// byte for byte.
+//
+// Every key a script touches with a lock key is in the lock key's Redis
+// Cluster hash slot, so that a node may be a cluster (docs/operations.md,
+// "Keys and channels"): the helper keys are named after the lock key's
+// hash tag (keyslot.Helper).
 
 // waitersKey is the queue of the Lock calls that wait for key: a sorted
 // set of waiter ids by priority (queue.lua).
-func waitersKey(key string) string { return key + ":waiters" }
+func waitersKey(key string) string { return keyslot.Helper(key, "waiters") }
 
 // entriesKey is the hash of the queue's entries: waiter id -> deadline,
 // and latest round, TTL and hand-off token (queue.lua).
-func entriesKey(key string) string { return key + ":waiters:until" }
+func entriesKey(key string) string { return keyslot.Helper(key, "waiters:until") }
 
 // fenceKey is key's fence counter (WithFencing). It has no TTL.
-func fenceKey(key string) string { return key + ":fence" }
+func fenceKey(key string) string { return keyslot.Helper(key, "fence") }
 
-// epochKey holds the node's epoch: a random value the first fenced
-// acquisition on the node creates (SET NX, no TTL). A node that lost its
-// data comes back without it, so a new value tells the Client that the
-// node's fence counters are gone (docs/fencing.md).
-const epochKey = "redlock:epoch"
+// epochKey holds the node's epoch for a hash slot: a random value the
+// first fenced acquisition of a key in the slot creates (SET NX, no TTL).
+// A node that lost its data comes back without it, so a new value tells
+// the Client that the node's fence counters are gone (docs/fencing.md).
+// One per slot rather than one per node, so that the acquisition script
+// reaches it on a cluster; the Client remembers one per slot and node at
+// most.
+func epochKey(slot uint16) string { return "redlock:epoch:{" + keyslot.Tag(slot) + "}" }
 
 // markerKey holds the run id of the node's process that restart safety
 // last counted (docs/safety.md). It has no TTL.

@@ -3,6 +3,7 @@ package redlock
 import (
 	_ "embed"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -83,7 +84,7 @@ func (c *Client) acquireArgs(key, token string, ms int64, w *waiter, epoch strin
 	args := make([]any, 0, 20)
 	args = append(args, nkeys, key, waitersKey(key), entriesKey(key))
 	if epoch != "" {
-		args = append(args, fenceKey(key), epochKey)
+		args = append(args, fenceKey(key), epochKey(keyslot.Slot(key)))
 	}
 	args = c.appendQueueArgs(args, key)
 	args = append(args, token, ms, id, prio, waited, c.refreshMs, round, handoff)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -91,7 +92,7 @@ func TestFence_manyClientsGetUniqueIncreasingFences(t *testing.T) {
 	require.Len(t, fences, 1500)
 	requireStrictlyIncreasing(t, fences)
 	for i := range e.nodes {
-		requireValue(t, e.nodes, i, key+":fence", fmt.Sprint(fences[len(fences)-1]))
+		requireValue(t, e.nodes, i, keyslot.Helper(key, "fence"), fmt.Sprint(fences[len(fences)-1]))
 	}
 }
 
@@ -124,7 +125,7 @@ func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
 func TestFence_writeBackRoundCarriesTheFenceToTheNextQuorum(t *testing.T) {
 	e := newEnv(t, 5)
 	key, fkey := newKey(t), ""
-	fkey = key + ":fence"
+	fkey = keyslot.Helper(key, "fence")
 	// Restart safety off: this is node amnesia on purpose (two nodes come
 	// back empty and are counted at once), to show what the write-back
 	// carries to the next quorum.
@@ -235,7 +236,7 @@ func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) 
 // counter, and refuses one that is not above it, naming the counter.
 func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
 	e := newEnv(t, 1)
-	fkey := newKey(t) + ":fence"
+	fkey := keyslot.Helper(newKey(t), "fence")
 	store := script(t, "fence_store.lua", 1)
 	conn := dialNode(t, e.nodes[0])
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
@@ -179,7 +180,7 @@ func script(t *testing.T, name string, keys int) *redis.Script {
 // first queue.lua's (the names, window 50ms, slack 150ms).
 func acquireArgs(key, token, id string, round int, handoff string) []any {
 	prio := time.Now().UnixMicro()
-	return []any{3, key, key + ":waiters", key + ":waiters:until",
+	return []any{3, key, keyslot.Helper(key, "waiters"), keyslot.Helper(key, "waiters:until"),
 		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
 		token, 10_000, id, prio, 0, 1000, round, handoff}
 }
@@ -188,7 +189,7 @@ func acquireArgs(key, token, id string, round int, handoff string) []any {
 // and alt, the queue id id leaving the queue: first queue.lua's, as in
 // acquireArgs.
 func releaseArgs(key, owned, id, alt string) []any {
-	return []any{key, key + ":waiters", key + ":waiters:until",
+	return []any{key, keyslot.Helper(key, "waiters"), keyslot.Helper(key, "waiters:until"),
 		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
 		owned, id, alt, "redlock:released:" + key}
 }
@@ -222,7 +223,7 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	require.Equal(t, "h", v, "the release sets the head's hand-off token")
 	require.Equal(t, "cw.1 2", sub(), "naming w and its round 2")
 	require.InDelta(t, 10*time.Second, pttl(t, s, key), float64(time.Second), "with w's TTL")
-	entries := pttl(t, s, key+":waiters:until")
+	entries := pttl(t, s, keyslot.Helper(key, "waiters:until"))
 	require.GreaterOrEqual(t, entries, pttl(t, s, key),
 		"the entries, which hold w's latest round, last as long as the token")
 	require.LessOrEqual(t, entries, 20*time.Second, "and at most twice its TTL (outlive)")
@@ -251,7 +252,7 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "w-round-4", "cw.1", 4, "h")...).([]any)[0])
 	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "w-round-5", "cw.1", 5, "h")...).([]any)[0])
-	score, err := conn.Do("ZSCORE", key+":waiters", "cw.1")
+	score, err := conn.Do("ZSCORE", keyslot.Helper(key, "waiters"), "cw.1")
 	require.NoError(t, err)
 	require.Nil(t, score, "w was not queued again")
 	v, _ = get(t, s, key)

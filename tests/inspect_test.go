@@ -31,12 +31,15 @@ func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
 	require.Eventually(t, func() bool {
 		in, err = operator.Inspect(ctxT(t, quickly), key)
 		require.NoError(t, err)
-		queued := 0
+		queued, settled := 0, 0
 		for _, n := range in.Nodes {
 			queued += n.Queued
+			if n.Held && n.Fence == held.Fence() {
+				settled++ // the acquisition and its fence reached this node too
+			}
 		}
-		return queued >= 5
-	}, 5*time.Second, 5*time.Millisecond, "the waiter is queued on every node")
+		return queued >= 5 && settled == 5
+	}, 5*time.Second, 5*time.Millisecond, "the waiter is queued on every node, and the holder's round settled")
 	who, ok := in.HeldBy()
 	require.True(t, ok)
 	require.Equal(t, holder.ID(), who)

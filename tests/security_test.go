@@ -37,9 +37,9 @@ var (
 	// Restart safety (on by default): a script reads the node's run id and
 	// uptime (INFO server) and its marker key.
 	aclRestart = []string{"info|server", "get", "set", "eval", "evalsha"}
-	// The lock keys, their queues and fence counters, the nodes' epoch,
+	// The lock keys, their queues and fence counters (named after them), the nodes' epochs,
 	// and the marker of restart safety.
-	aclKeys = []string{"~lock:*", "~redlock:epoch", "~redlock:node"}
+	aclKeys = []string{"~lock:*", "~redlock:epoch:*", "~redlock:node"}
 	// The release announcements, and the hand-offs to each Client.
 	aclChannels = []string{"&redlock:released:lock:*", "&redlock:handoff:*:lock:*"}
 )

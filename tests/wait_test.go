@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
@@ -129,7 +130,7 @@ func channels(t testing.TB, s *redistest.Server) []string {
 // queued returns how many waiters node s has queued for key.
 func queued(t testing.TB, s *redistest.Server, key string) int64 {
 	t.Helper()
-	n, err := redis.Int64(s.Do("ZCARD", key+":waiters"))
+	n, err := redis.Int64(s.Do("ZCARD", keyslot.Helper(key, "waiters")))
 	require.NoError(t, err)
 	return n
 }
@@ -137,7 +138,7 @@ func queued(t testing.TB, s *redistest.Server, key string) int64 {
 // inQueue reports whether node s has waiter id queued for key.
 func inQueue(t testing.TB, s *redistest.Server, key, id string) bool {
 	t.Helper()
-	score, err := s.Do("ZSCORE", key+":waiters", id)
+	score, err := s.Do("ZSCORE", keyslot.Helper(key, "waiters"), id)
 	require.NoError(t, err)
 	return score != nil
 }
@@ -606,9 +607,9 @@ func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
 		sec, _ := redis.Int64(now[0], nil)
 		usec, _ := redis.Int64(now[1], nil)
 		nowUs := sec*1_000_000 + usec
-		_, err = s.Do("ZADD", key+":waiters", 1, "ghost")
+		_, err = s.Do("ZADD", keyslot.Helper(key, "waiters"), 1, "ghost")
 		require.NoError(t, err)
-		_, err = s.Do("HSET", key+":waiters:until", "ghost", nowUs+2_000_000)
+		_, err = s.Do("HSET", keyslot.Helper(key, "waiters:until"), "ghost", nowUs+2_000_000)
 		require.NoError(t, err)
 	}
 	got := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, longTTL, neverRetry)

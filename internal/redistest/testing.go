@@ -22,12 +22,7 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 	if len(opts) == 1 {
 		o = opts[0]
 	}
-	if _, err := Path(); err != nil {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%v (%s=1)", err, requireEnv)
-		}
-		t.Skipf("%v (set %s=1 to fail instead of skipping)", err, requireEnv)
-	}
+	skipWithoutServer(t)
 	c, err := Start(n, o)
 	if err != nil {
 		t.Fatal(err)
@@ -38,4 +33,16 @@ func StartT(t testing.TB, n int, opts ...Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// skipWithoutServer skips t when redis-server is missing, or fails it when
+// $REDLOCK_REQUIRE_REDIS is 1.
+func skipWithoutServer(t testing.TB) {
+	t.Helper()
+	if _, err := Path(); err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("%v (%s=1)", err, requireEnv)
+		}
+		t.Skipf("%v (set %s=1 to fail instead of skipping)", err, requireEnv)
+	}
 }
