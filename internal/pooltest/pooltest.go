@@ -28,7 +28,9 @@ type Factory struct {
 	// New returns a pool for the node at addr, authenticating as the
 	// default user with password when it is not "". The suite closes it
 	// (Pool.Close), and New must arrange for anything else it made (a
-	// client) to be closed when t ends.
+	// client) to be closed when t ends. A client that authenticates when
+	// it is made (rueidis) refuses a wrong password then, before any pool
+	// exists: New checks that error itself and returns nil.
 	New func(t testing.TB, addr, password string) pool.Pool
 	// Subscriber says the pools implement pool.Subscriber; the suite then
 	// checks their publish/subscribe and that waiters are handed the key.
@@ -54,7 +56,10 @@ func Run(t *testing.T, f Factory) {
 		t.Run("PubSub", func(t *testing.T) { pubSub(t, f) })
 	}
 	t.Run("QuorumSubsets", func(t *testing.T) { quorumSubsets(t, f) })
-	t.Run("WaitersAndHandOffs", func(t *testing.T) { waiters(t, f) })
+	t.Run("Waiters", func(t *testing.T) { waiters(t, f) })
+	if f.Subscriber {
+		t.Run("HandOff", func(t *testing.T) { handOff(t, f) })
+	}
 	t.Run("Fencing", func(t *testing.T) { fencing(t, f) })
 	t.Run("ExtendAndUnlock", func(t *testing.T) { extendAndUnlock(t, f) })
 }
@@ -185,7 +190,11 @@ func noScript(t *testing.T, f Factory) {
 func wrongPassword(t *testing.T, f Factory) {
 	const password = "c0rrect-horse"
 	s := redistest.StartT(t, 1, redistest.Options{Password: password}).Node(0)
-	p := newPool(t, f, s.Addr(), "wr0ng-battery")
+	p := f.New(t, s.Addr(), "wr0ng-battery")
+	if p == nil {
+		return // refused when the client was made, and checked by New
+	}
+	t.Cleanup(func() { _ = p.Close() })
 	_, err := p.Do(ctxT(t, waitLimit), "PING")
 	requireNodeError(t, err, s.Addr())
 	require.NotContains(t, err.Error(), "wr0ng-battery")
@@ -405,9 +414,58 @@ func waiters(t *testing.T, f Factory) {
 		}()
 	}
 	wg.Wait()
-	if f.Subscriber {
-		require.Positive(t, seen.n.Load(), "waiters hear of releases and are handed the key")
+	t.Logf("%d of %d acquisitions by hand-offs", seen.n.Load(), workers*rounds)
+}
+
+// handOff checks that a release is announced and hands the key to the
+// head of the queue: the first holder took the key with TryLock, so its
+// release frees the key and the first waiter takes it with a round; that
+// waiter's release gives the key to the second, which holds it without a
+// round.
+func handOff(t *testing.T, f Factory) {
+	e := newLockEnv(t, f)
+	holder := e.client(t)
+	held, err := holder.TryLock(ctxT(t, waitLimit), "lock:handoff", 10*time.Second)
+	require.NoError(t, err)
+	recs := []*handoffs{{}, {}}
+	got := make(chan int, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the Unlocks end before the Clients close
+	for i, rec := range recs {
+		c := e.client(t, redlock.WithObserver(rec))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctxT(t, waitLimit), "lock:handoff", 10*time.Second)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				got <- i
+				return
+			}
+			got <- i
+			time.Sleep(20 * time.Millisecond)
+			if err := l.Unlock(ctxT(t, waitLimit)); err != nil {
+				t.Errorf("waiter %d: unlock: %v", i, err)
+			}
+		}()
+		// The second waiter begins once the first is queued on every node.
+		require.Eventually(t, func() bool {
+			in, err := holder.Inspect(ctxT(t, waitLimit), "lock:handoff")
+			require.NoError(t, err)
+			for _, n := range in.Nodes {
+				if n.Queued < i+1 {
+					return false
+				}
+			}
+			return true
+		}, waitLimit, 5*time.Millisecond, "waiter %d is queued", i)
 	}
+	start := time.Now()
+	require.NoError(t, held.Unlock(ctxT(t, waitLimit)))
+	require.Equal(t, 0, <-got, "the first waiter goes first")
+	require.Equal(t, 1, <-got)
+	require.Less(t, time.Since(start), 2*time.Second, "the waiters hear of the releases: no one waits for a TTL")
+	require.Positive(t, recs[1].n.Load(), "the second waiter holds the key by hand-offs")
 }
 
 func fencing(t *testing.T, f Factory) {

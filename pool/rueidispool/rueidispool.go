@@ -1,0 +1,398 @@
+// Package rueidispool makes a rueidis client a Redlock node: a pool.Pool
+// for redlock.New, over a rueidis.Client the program already has (a single
+// node, or a Redis Cluster as one Redlock node: see docs/operations.md).
+//
+//	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"10.0.0.1:6379"}})
+//	pools := []pool.Pool{rueidispool.New(rc), ...} // one client per node
+//	client, err := redlock.New(pools)
+//
+// Commands go through the client's auto-pipelining: the concurrent rounds
+// of many locks share its connections. Each call is bounded by the
+// caller's context. Release announcements use a dedicated connection of
+// the client (Client.Dedicate). The pool implements pool.Subscriber; it
+// does not implement pool.Reconnector (rueidis tells no one when it dials),
+// so restart safety checks a node's process at first use and after
+// failures rather than on each new connection; nor pool.Starter. Close
+// does not close the client: it stays the caller's.
+package rueidispool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	name    string
+	timeout time.Duration
+}
+
+// WithName names the node in errors and to the lock client; nodes of one
+// redlock Client need different names. Default: the addresses the client
+// knows when New is called, sorted and joined by commas.
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithTimeout bounds each call whose context has no deadline, or a later
+// one. Default: 1s.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// New returns a Redlock node over c. A nil c gives a nil Pool, which
+// redlock.New reports.
+func New(c rueidis.Client, opts ...Option) pool.Pool {
+	if c == nil {
+		return nil
+	}
+	cfg := config{timeout: time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.name == "" {
+		cfg.name = strings.Join(addrs(c), ",")
+	}
+	if cfg.timeout <= 0 {
+		cfg.timeout = time.Second
+	}
+	return &rueidisPool{c: c, cfg: cfg}
+}
+
+// addrs returns the addresses c knows, sorted.
+func addrs(c rueidis.Client) []string {
+	var as []string
+	for a := range c.Nodes() {
+		as = append(as, a)
+	}
+	sort.Strings(as)
+	return as
+}
+
+type rueidisPool struct {
+	c      rueidis.Client
+	cfg    config
+	closed atomic.Bool
+}
+
+var _ pool.Subscriber = (*rueidisPool)(nil)
+
+func (p *rueidisPool) Addr() string { return p.cfg.name }
+
+// Close makes later calls fail with pool.ErrClosed; the client stays open.
+func (p *rueidisPool) Close() error {
+	p.closed.Store(true)
+	return nil
+}
+
+// keyless are the commands whose first argument is not a key: a cluster
+// client sends them to any node.
+var keyless = map[string]bool{"PING": true, "INFO": true, "TIME": true, "SCRIPT": true, "PUBLISH": true,
+	"CLUSTER": true, "CONFIG": true, "CLIENT": true, "ACL": true, "DBSIZE": true, "FLUSHALL": true, "FLUSHDB": true}
+
+func (p *rueidisPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+	op := strings.ToUpper(cmd)
+	strs, err := texts(args)
+	if err != nil {
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: op, Err: err}
+	}
+	b := p.c.B().Arbitrary(cmd)
+	var built rueidis.Completed
+	if len(strs) > 0 && !keyless[op] {
+		built = b.Keys(strs[0]).Args(strs[1:]...).Build()
+	} else {
+		built = b.Args(strs...).Build()
+	}
+	return p.call(ctx, op, built)
+}
+
+func (p *rueidisPool) Eval(ctx context.Context, s *pool.Script, keysAndArgs ...any) (any, error) {
+	keys, args, err := s.Split(keysAndArgs)
+	if err == nil {
+		var strs []string
+		if strs, err = texts(args); err == nil {
+			n := strconv.Itoa(len(keys))
+			reply, err := p.call(ctx, "EVALSHA", p.c.B().Arbitrary("EVALSHA", s.Hash(), n).Keys(keys...).Args(strs...).Build())
+			var ne *pool.NodeError
+			if errors.As(err, &ne) && strings.HasPrefix(ne.Err.Error(), "NOSCRIPT ") {
+				return p.call(ctx, "EVAL", p.c.B().Arbitrary("EVAL", s.Source(), n).Keys(keys...).Args(strs...).Build())
+			}
+			return reply, err
+		}
+	}
+	return nil, &pool.NodeError{Addr: p.cfg.name, Op: "EVALSHA", Err: err}
+}
+
+// texts turns a call's arguments into the strings rueidis sends.
+func texts(args []any) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = v
+		case []byte:
+			out[i] = string(v)
+		case int:
+			out[i] = strconv.Itoa(v)
+		case int64:
+			out[i] = strconv.FormatInt(v, 10)
+		case uint64:
+			out[i] = strconv.FormatUint(v, 10)
+		case int32:
+			out[i] = strconv.FormatInt(int64(v), 10)
+		case float64:
+			out[i] = strconv.FormatFloat(v, 'f', -1, 64)
+		case fmt.Stringer:
+			out[i] = v.String()
+		default:
+			return nil, fmt.Errorf("argument %d: cannot send a %T", i+1, a)
+		}
+	}
+	return out, nil
+}
+
+// call sends cmd within the caller's deadline, and within the pool's own
+// when the context has none or a later one, and turns the reply into the
+// pool contract's.
+func (p *rueidisPool) call(ctx context.Context, op string, cmd rueidis.Completed) (any, error) {
+	if p.closed.Load() {
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: op, Err: pool.ErrClosed}
+	}
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > p.cfg.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.timeout)
+		defer cancel()
+	}
+	reply, err := p.c.Do(ctx, cmd).ToAny()
+	if rueidis.IsRedisNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: op, Err: replyError(err)}
+	}
+	return neutral(reply), nil
+}
+
+// replyError turns a Redis error reply into a pool.ReplyError, keeping any
+// other error as it is.
+func replyError(err error) error {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return pool.ReplyError(re.Error())
+	}
+	return err
+}
+
+// neutral turns a rueidis reply (RESP3 unless the client was made for
+// RESP2) into the pool contract's, which is what RESP2 gives: a boolean
+// true is 1 and false nil, a map a flat array, a double its text; error
+// replies inside arrays are pool.ReplyError.
+func neutral(reply any) any {
+	switch v := reply.(type) {
+	case []any:
+		for i := range v {
+			v[i] = neutral(v[i])
+		}
+		return v
+	case bool:
+		if v {
+			return int64(1)
+		}
+		return nil
+	case map[string]any:
+		flat := make([]any, 0, 2*len(v))
+		for k, e := range v {
+			flat = append(flat, k, neutral(e))
+		}
+		return flat
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case error:
+		if rueidis.IsRedisNil(v) {
+			return nil
+		}
+		return pool.ReplyError(v.Error())
+	}
+	return reply
+}
+
+// DialPubSub opens a dedicated connection of the client for SUBSCRIBE (on
+// one of a cluster's nodes: a cluster delivers PUBLISH to every node).
+// rueidis calls the hooks from a goroutine of its own; the events go to on
+// from one goroutine of the pool's, in order.
+func (p *rueidisPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
+	if p.closed.Load() {
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: pool.ErrClosed}
+	}
+	c := p.c
+	if c.Mode() == rueidis.ClientModeCluster {
+		nodes := c.Nodes()
+		as := addrs(c)
+		if len(as) == 0 {
+			return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: errors.New("the cluster client knows no node")}
+		}
+		c = nodes[as[0]]
+	}
+	d, release := c.Dedicate()
+	ps := &pubSub{p: p, d: d, release: release, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	ended := d.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage: func(m rueidis.PubSubMessage) {
+			ps.push(pool.PubSubEvent{Kind: pool.PubSubMessage, Channel: m.Channel, Data: m.Message})
+		},
+		OnSubscription: func(s rueidis.PubSubSubscription) {
+			switch s.Kind {
+			case "subscribe":
+				ps.push(pool.PubSubEvent{Kind: pool.PubSubSubscribed, Channel: s.Channel})
+			case "unsubscribe":
+				ps.push(pool.PubSubEvent{Kind: pool.PubSubUnsubscribed, Channel: s.Channel})
+			}
+		},
+	})
+	// The first command dials: a PING makes sure the node is there.
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
+	defer cancel()
+	if err := d.Do(dctx, d.B().Ping().Build()).Error(); err != nil {
+		d.Close()
+		release()
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: replyError(err)}
+	}
+	go ps.deliver(on)
+	go func() {
+		var err error
+		for e := range ended {
+			err = e
+		}
+		ps.end(err)
+	}()
+	return ps, nil
+}
+
+// pubSub is a pool.PubSubConn over a rueidis dedicated client.
+type pubSub struct {
+	p       *rueidisPool
+	d       rueidis.DedicatedClient
+	release func()
+
+	mu       sync.Mutex
+	queue    []pool.PubSubEvent // events not handed to on yet
+	ended    bool               // PubSubClosed is queued: nothing follows it
+	byCaller bool
+	wake     chan struct{} // a token when the queue grew
+	once     sync.Once
+	done     chan struct{} // closed when the connection is shut
+}
+
+// push queues ev for on, unless the connection has ended. It never
+// blocks: rueidis calls the hooks from its reader.
+func (c *pubSub) push(ev pool.PubSubEvent) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, ev)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// end queues the PubSubClosed event, once: err is why (nil after Close).
+func (c *pubSub) end(err error) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	switch {
+	case c.byCaller:
+		err = nil
+	case err != nil:
+		err = &pool.NodeError{Addr: c.p.cfg.name, Op: "SUBSCRIBE", Err: replyError(err)}
+	default:
+		err = &pool.NodeError{Addr: c.p.cfg.name, Op: "SUBSCRIBE", Err: errors.New("the connection ended")}
+	}
+	c.queue = append(c.queue, pool.PubSubEvent{Kind: pool.PubSubClosed, Err: err})
+	c.ended = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	go c.shut()
+}
+
+// deliver hands the queued events to on, in order, up to PubSubClosed.
+func (c *pubSub) deliver(on func(pool.PubSubEvent)) {
+	for {
+		c.mu.Lock()
+		evs := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		for _, ev := range evs {
+			on(ev)
+			if ev.Kind == pool.PubSubClosed {
+				return
+			}
+		}
+		if len(evs) == 0 {
+			<-c.wake
+		}
+	}
+}
+
+// shut closes the dedicated connection once and gives it back.
+func (c *pubSub) shut() {
+	c.once.Do(func() {
+		c.d.Close()
+		c.release()
+		close(c.done)
+	})
+}
+
+func (c *pubSub) Subscribe(channels ...string) error {
+	return c.send("SUBSCRIBE", c.d.B().Subscribe().Channel(channels...).Build(), false)
+}
+
+func (c *pubSub) Unsubscribe(channels ...string) error {
+	return c.send("UNSUBSCRIBE", c.d.B().Unsubscribe().Channel(channels...).Build(), false)
+}
+
+func (c *pubSub) Ping() error { return c.send("PING", c.d.B().Ping().Build(), true) }
+
+// send runs cmd on the dedicated connection; pong queues a PubSubPong on
+// success. A failed command ends the connection.
+func (c *pubSub) send(op string, cmd rueidis.Completed, pong bool) error {
+	select {
+	case <-c.done:
+		return &pool.NodeError{Addr: c.p.cfg.name, Op: op, Err: errors.New("the connection has ended")}
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.timeout)
+	defer cancel()
+	if err := c.d.Do(ctx, cmd).Error(); err != nil {
+		c.end(err)
+		return &pool.NodeError{Addr: c.p.cfg.name, Op: op, Err: replyError(err)}
+	}
+	if pong {
+		c.push(pool.PubSubEvent{Kind: pool.PubSubPong})
+	}
+	return nil
+}
+
+func (c *pubSub) Close() error {
+	c.mu.Lock()
+	c.byCaller = true
+	c.mu.Unlock()
+	c.end(nil)
+	return nil
+}
