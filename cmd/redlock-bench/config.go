@@ -23,17 +23,20 @@ const (
 // modes lists the values of -mode, for messages.
 var modes = []string{modeLatency, modeThroughput, modeContended, modeTakeover}
 
-// Values of -pool.
+// Values of -client (also -pool, its older name).
 const (
 	poolPipelined = "pipelined" // pool.New
-	poolPlain     = "plain"     // pool.FromRedigo on a redigo *redis.Pool
+	poolPlain     = "redigo"    // pool.FromRedigo on a redigo *redis.Pool; "plain" is its older name
+	poolGoredis   = "goredis"   // pool/goredis on a go-redis *redis.Client
+	poolRueidis   = "rueidis"   // pool/rueidispool on a rueidis client
 	poolPolling   = "polling"   // pollClient: redsync-style, on a redigo *redis.Pool per node
-	poolBoth      = "both"      // pipelined, then plain
-	poolAll       = "all"       // pipelined, plain, then polling
+	poolBoth      = "both"      // pipelined, then redigo
+	poolAll       = "all"       // pipelined, redigo, goredis, rueidis, then polling
+	poolPlainOld  = "plain"     // = redigo
 )
 
-// poolValues lists the values of -pool, for messages.
-var poolValues = []string{poolPipelined, poolPlain, poolPolling, poolBoth, poolAll}
+// poolValues lists the values of -client, for messages.
+var poolValues = []string{poolPipelined, poolPlain, poolGoredis, poolRueidis, poolPolling, poolBoth, poolAll}
 
 // Values of the hidden -backend flag, which picks what serves the nodes
 // when -addrs is not given. It exists so that tests can force the fallback.
@@ -151,7 +154,9 @@ func (c config) poolKinds() []string {
 	case poolBoth:
 		return []string{poolPipelined, poolPlain}
 	case poolAll:
-		return []string{poolPipelined, poolPlain, poolPolling}
+		return []string{poolPipelined, poolPlain, poolGoredis, poolRueidis, poolPolling}
+	case poolPlainOld:
+		return []string{poolPlain}
 	}
 	return []string{c.pool}
 }
@@ -172,7 +177,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	var addrs string
 	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\"")
-	fs.StringVar(&cfg.pool, "pool", cfg.pool, "client: \"pipelined\" (pool.New), \"plain\" (the same client on a redigo pool per node), \"polling\" (a redsync-style polling client), \"both\" (pipelined, plain) or \"all\" (pipelined, plain, polling)")
+	fs.StringVar(&cfg.pool, "client", cfg.pool, "what carries the lock client's commands: \"pipelined\" (pool.New), \"redigo\" (a redigo pool per node, pool.FromRedigo), \"goredis\" (a go-redis client per node, pool/goredis), \"rueidis\" (a rueidis client per node, pool/rueidispool), \"polling\" (a redsync-style polling client instead of the library), \"both\" (pipelined, redigo) or \"all\" (all five)")
+	fs.StringVar(&cfg.pool, "pool", cfg.pool, "the older name of -client (\"plain\" is \"redigo\")")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long to measure, per pool kind")
@@ -265,8 +271,8 @@ func (c config) validate() error {
 	switch {
 	case !slices.Contains(modes, c.mode):
 		return fmt.Errorf("-mode %q: want %q, %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended, modeTakeover)
-	case !slices.Contains(poolValues, c.pool):
-		return fmt.Errorf("-pool %q: want %q, %q, %q, %q or %q", c.pool, poolPipelined, poolPlain, poolPolling, poolBoth, poolAll)
+	case !slices.Contains(poolValues, c.pool) && c.pool != poolPlainOld:
+		return fmt.Errorf("-client %q: want one of %s", c.pool, strings.Join(poolValues, ", "))
 	case c.nodes < 1:
 		return fmt.Errorf("-nodes %d must be at least 1", c.nodes)
 	case c.duration <= 0:

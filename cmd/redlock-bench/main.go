@@ -78,18 +78,23 @@
 // contention looks like N separate processes. The default is one Client
 // per worker in contended and takeover modes, and 1 in latency and
 // throughput modes; N must be from 1 to the number of workers. Every
-// Client and its pools are closed at the end of each run. With -pool
+// Client and its pools are closed at the end of each run. With -client
 // polling they are N polling clients, each with redigo pools of its own.
 // The report's clients line says how many there were.
 //
-// # Pools
+// # Clients
 //
-// -pool pipelined (the default) runs the client on pool.New, which
-// pipelines the commands of concurrent callers on one connection per node.
-// -pool plain runs it on a redigo *redis.Pool per node (one connection per
-// call, the way most Redis lock libraries work) with the same 1s dial,
-// read and write timeouts and 2 idle connections per worker of its Client
-// (plus 8), wrapped with pool.FromRedigo. -pool polling runs a minimal
+// -client (or its older name -pool) says what carries the lock client's
+// commands. pipelined (the default) runs it on pool.New, which pipelines
+// the commands of concurrent callers on one connection per node. redigo
+// (or plain, its older name) runs it on a redigo *redis.Pool per node (one
+// connection per call, the way most Redis lock libraries work) with the
+// same 1s dial, read and write timeouts and 2 idle connections per worker
+// of its Client (plus 8), wrapped with pool.FromRedigo. goredis runs it on
+// a go-redis *redis.Client per node (pool/goredis; a pool of 2 connections
+// per worker plus 8, the same timeouts, ContextTimeoutEnabled), rueidis on
+// a rueidis client per node (pool/rueidispool; auto-pipelining, client
+// side caching off). polling runs a minimal
 // Redlock client in the manner of go-redsync/redsync v4 instead of the
 // library (pollClient), on redigo pools like the plain ones: an attempt
 // sends SET key value NX PX ttl to every node at once and waits for all;
@@ -98,10 +103,12 @@
 // script on every node and tries again after a random 50-249ms, until
 // its context ends (redsync gives up after 32 attempts: the report counts
 // acquisitions that needed more); Unlock runs the release script on every
-// node. -pool both runs the mode with pipelined, then plain; -pool all
-// with pipelined, plain, then polling; each on the same nodes for
-// -duration. With pipelined and plain the report gives the ratios
-// pipelined/plain of rounds/s and of acquire p50; in contended mode with
+// node. both runs the mode with pipelined, then redigo; all with
+// pipelined, redigo, goredis, rueidis, then polling; each on the same
+// nodes for -duration. With pipelined and another kind that carries the
+// library, the report gives that kind's ratios to pipelined of rounds/s,
+// acquire p50 and p99, client and Redis CPU per operation and allocations
+// (and pipelined/redigo of rounds/s and acquire p50); in contended mode with
 // polling and another kind, each other kind's ratios to polling of
 // acquisitions/s, Redis CPU, commands and script calls per acquisition,
 // wait p99, idle gap p50 and client CPU per acquisition.

@@ -41,7 +41,7 @@ func runTool(t *testing.T, ctx context.Context, cfg config) (stdout, stderr stri
 var (
 	roundsLine = regexp.MustCompile(`(?m)^rounds +(\d+) lock\+unlock \((\d+)/s\)$`)
 	headerLine = regexp.MustCompile(`(?m)^ *latency +count +p50 +p90 +p99 +max *$`)
-	ratioLine  = regexp.MustCompile(`(?m)^ratio +pipelined/plain: rounds/s ([0-9.]+)x, acquire p50 ([0-9.]+)x$`)
+	ratioLine  = regexp.MustCompile(`(?m)^ratio +pipelined/redigo: rounds/s ([0-9.]+)x, acquire p50 ([0-9.]+)x$`)
 )
 
 // latencyRow matches a table row: a name, a nonzero count and four
@@ -290,7 +290,7 @@ func TestPoolBothAndPlot(t *testing.T) {
 			out, _ := runTool(t, context.Background(), cfg)
 			require.Len(t, requireReport(t, out), 2)
 			require.Regexp(t, `(?m)^pool +pipelined, `, out)
-			require.Regexp(t, `(?m)^pool +plain, `, out)
+			require.Regexp(t, `(?m)^pool +redigo, `, out)
 			require.Regexp(t, ratioLine, out)
 
 			b, err := os.ReadFile(cfg.plot)
@@ -299,7 +299,7 @@ func TestPoolBothAndPlot(t *testing.T) {
 			if strings.HasSuffix(name, ".svg") {
 				require.Contains(t, string(b[:min(len(b), 200)]), "<svg")
 				require.Contains(t, string(b), "pipelined")
-				require.Contains(t, string(b), "plain")
+				require.Contains(t, string(b), "redigo")
 			} else {
 				require.True(t, bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
 			}
@@ -470,12 +470,18 @@ func TestParseFlags(t *testing.T) {
 	for pool, kinds := range map[string][]string{
 		poolPolling: {poolPolling},
 		poolBoth:    {poolPipelined, poolPlain},
-		poolAll:     {poolPipelined, poolPlain, poolPolling},
+		poolAll:     {poolPipelined, poolPlain, poolGoredis, poolRueidis, poolPolling},
+		"plain":     {poolPlain},
+		poolGoredis: {poolGoredis},
 	} {
-		cfg, err := parseFlags([]string{"-mode", "contended", "-pool", pool}, &bytes.Buffer{})
-		require.NoError(t, err, pool)
-		require.Equal(t, kinds, cfg.withDefaults().poolKinds(), pool)
+		for _, flag := range []string{"-pool", "-client"} {
+			cfg, err := parseFlags([]string{"-mode", "contended", flag, pool}, &bytes.Buffer{})
+			require.NoError(t, err, pool)
+			require.Equal(t, kinds, cfg.withDefaults().poolKinds(), pool)
+		}
 	}
+	_, err = parseFlags([]string{"-client", "jedis"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "-client")
 
 	cfg, err = parseFlags([]string{"-addrs", "a:1, b:2,", "-duration", "1s", "-workers", "32",
 		"-ttl", "2s", "-node-timeout", "20ms", "-mode", "throughput", "-pool", "both",
@@ -1053,8 +1059,14 @@ func TestCostRedisServer(t *testing.T) {
 	var rep report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, 4, rep.Clients)
-	require.Len(t, rep.Runs, 3)
-	for i, kind := range []string{poolPipelined, poolPlain, poolPolling} {
+	kinds := []string{poolPipelined, poolPlain, poolGoredis, poolRueidis, poolPolling}
+	require.Len(t, rep.Runs, len(kinds))
+	require.Len(t, rep.VsPipelined, 3, "redigo, goredis and rueidis against pipelined")
+	for _, v := range rep.VsPipelined {
+		require.Positive(t, v.RoundsPerSec, v.Pool)
+		require.Positive(t, v.RedisCPUPerOp, v.Pool)
+	}
+	for i, kind := range kinds {
 		r := rep.Runs[i]
 		require.Equal(t, kind, r.Pool)
 		require.Empty(t, r.Errors, kind)
@@ -1093,10 +1105,10 @@ func TestCostRedisServer(t *testing.T) {
 		}
 	}
 	require.NotNil(t, rep.Ratio, "pipelined and plain ran")
-	require.Len(t, rep.VsPolling, 2)
+	require.Len(t, rep.VsPolling, len(kinds)-1)
 	for i, v := range rep.VsPolling {
 		require.Equal(t, rep.Runs[i].Pool, v.Pool)
-		require.Equal(t, rep.Runs[2].Contended.Acquisitions, v.PollingAcquisitions)
+		require.Equal(t, rep.Runs[len(kinds)-1].Contended.Acquisitions, v.PollingAcquisitions)
 		require.Positive(t, v.AcquisitionsPerSec)
 		require.Positive(t, v.RedisCPUPerAcq)
 		require.Positive(t, v.CommandsPerAcq)

@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	redis9 "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/pool/goredis"
+	"github.com/quorumlock/redlock/pool/rueidispool"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -42,6 +48,21 @@ func newPools(kind string, addrs []string, workers int) ([]pool.Pool, error) {
 			p = n
 		case poolPlain:
 			p = pool.FromRedigo(plainPool(addr, workers), addr)
+		case poolGoredis:
+			c := redis9.NewClient(&redis9.Options{Addr: addr, PoolSize: 2*workers + plainIdleExtra,
+				DialTimeout: poolTimeout, ReadTimeout: poolTimeout, WriteTimeout: poolTimeout,
+				ContextTimeoutEnabled: true})
+			gp := goredis.New(c)
+			p = ownedReconnector{ownedNode{Pool: gp, Subscriber: gp.(pool.Subscriber), client: c}, gp.(pool.Reconnector)}
+		case poolRueidis:
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+				Dialer: net.Dialer{Timeout: poolTimeout}, ConnWriteTimeout: poolTimeout})
+			if err != nil {
+				closePools(pools)
+				return nil, fmt.Errorf("rueidis client for %s: %w", addr, err)
+			}
+			rp := rueidispool.New(c)
+			p = ownedNode{Pool: rp, Subscriber: rp.(pool.Subscriber), client: closer(c.Close)}
 		default:
 			closePools(pools)
 			return nil, fmt.Errorf("unknown pool kind %q", kind)
@@ -49,6 +70,34 @@ func newPools(kind string, addrs []string, workers int) ([]pool.Pool, error) {
 		pools = append(pools, p)
 	}
 	return pools, nil
+}
+
+// ownedNode is an adapter's node whose client the tool made: closing the
+// node closes the client too (an adapter leaves it open). It keeps the
+// adapter's optional interfaces: ownedReconnector for one that has
+// pool.Reconnector (go-redis; not rueidis).
+type ownedNode struct {
+	pool.Pool
+	pool.Subscriber
+	client interface{ Close() error }
+}
+
+type ownedReconnector struct {
+	ownedNode
+	pool.Reconnector
+}
+
+func (o ownedNode) Close() error {
+	err := o.Pool.Close()
+	return errors.Join(err, o.client.Close())
+}
+
+// closer turns a Close without a result into one with.
+type closer func()
+
+func (c closer) Close() error {
+	c()
+	return nil
 }
 
 // plainPool is a redigo pool with pool.New's default timeouts: one

@@ -26,6 +26,10 @@ type report struct {
 	Interrupted bool         `json:"interrupted"`
 	Runs        []runReport  `json:"runs"`                         // one per pool kind
 	Ratio       *ratioReport `json:"pipelined_vs_plain,omitempty"` // with -pool both or all
+	// VsPipelined compares each other kind that carries the library
+	// (redigo, goredis, rueidis) with pool.New, run in the same
+	// invocation: each ratio is that kind's figure ÷ pipelined's.
+	VsPipelined []vsPipelinedReport `json:"vs_pipelined,omitempty"`
 	// VsPolling compares each other kind with the polling kind, in
 	// contended mode with the polling kind and others in one run (-pool
 	// all): each ratio is that kind's figure ÷ the polling kind's.
@@ -209,6 +213,17 @@ type vsPollingReport struct {
 	PollingAcquisitions int64   `json:"polling_acquisitions"` // few make the polling side's figures rough
 }
 
+// vsPipelinedReport is one kind's figures ÷ the pipelined kind's.
+type vsPipelinedReport struct {
+	Pool           string  `json:"pool"`
+	RoundsPerSec   float64 `json:"rounds_per_s"`
+	AcquireP50     float64 `json:"acquire_p50"`
+	AcquireP99     float64 `json:"acquire_p99"`
+	ClientCPUPerOp float64 `json:"client_cpu_per_op"`
+	RedisCPUPerOp  float64 `json:"redis_cpu_per_op"`
+	AllocsPerRound float64 `json:"allocs_per_round"`
+}
+
 // ratioReport compares -pool both's runs: pipelined ÷ plain.
 type ratioReport struct {
 	RoundsPerSec float64 `json:"rounds_per_s"`
@@ -267,6 +282,21 @@ func newReport(cfg config, ns *nodes, runs []*runResult) *report {
 		rep.Ratio = &ratioReport{
 			RoundsPerSec: ratio(p.RoundsPerSec, q.RoundsPerSec),
 			AcquireP50:   ratio(float64(p.Acquire.P50), float64(q.Acquire.P50)),
+		}
+	}
+	if okP {
+		for _, r := range rep.Runs {
+			if r.Pool == poolPlain || r.Pool == poolGoredis || r.Pool == poolRueidis {
+				rep.VsPipelined = append(rep.VsPipelined, vsPipelinedReport{
+					Pool:           r.Pool,
+					RoundsPerSec:   ratio(r.RoundsPerSec, p.RoundsPerSec),
+					AcquireP50:     ratio(float64(r.Acquire.P50), float64(p.Acquire.P50)),
+					AcquireP99:     ratio(float64(r.Acquire.P99), float64(p.Acquire.P99)),
+					ClientCPUPerOp: ratio(float64(r.Cost.ClientCPUPerOp), float64(p.Cost.ClientCPUPerOp)),
+					RedisCPUPerOp:  ratio(float64(r.Cost.RedisCPUPerOp), float64(p.Cost.RedisCPUPerOp)),
+					AllocsPerRound: ratio(r.AllocsPerRound, p.AllocsPerRound),
+				})
+			}
 		}
 	}
 	if poll, ok := rep.run(poolPolling); ok && cfg.mode == modeContended && poll.Contended != nil {

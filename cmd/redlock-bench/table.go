@@ -12,6 +12,8 @@ import (
 var poolDescriptions = map[string]string{
 	poolPipelined: "pool.New: callers' commands pipelined on one connection per node",
 	poolPlain:     "pool.FromRedigo on a redigo *redis.Pool: one connection per call",
+	poolGoredis:   "pool/goredis on a go-redis *redis.Client per node (its connection pool, one connection per call)",
+	poolRueidis:   "pool/rueidispool on a rueidis client per node (its auto-pipelining)",
 	poolPolling: fmt.Sprintf("redsync-style polling client on a redigo *redis.Pool per node: SET NX PX on every node, "+
 		"on failure the GET/DEL release script on every node and a retry after %v-%v",
 		pollDelayMin, pollDelayMax-time.Millisecond),
@@ -35,8 +37,16 @@ func writeReport(w io.Writer, rep *report) {
 		writeRun(w, rep, r)
 	}
 	if rep.Ratio != nil {
-		fmt.Fprintf(w, "\nratio     pipelined/plain: rounds/s %s, acquire p50 %s\n",
+		fmt.Fprintf(w, "\nratio     pipelined/redigo: rounds/s %s, acquire p50 %s\n",
 			formatRatio(rep.Ratio.RoundsPerSec), formatRatio(rep.Ratio.AcquireP50))
+	}
+	if len(rep.VsPipelined) > 0 {
+		fmt.Fprintln(w, "\nvs pipelined each kind ÷ pool.New's, same nodes, this run:")
+		for _, v := range rep.VsPipelined {
+			fmt.Fprintf(w, "  %-9s rounds/s %s, acquire p50 %s, p99 %s, client CPU per op %s, Redis CPU per op %s, allocations %s\n",
+				v.Pool, formatRatio(v.RoundsPerSec), formatRatio(v.AcquireP50), formatRatio(v.AcquireP99),
+				formatRatio(v.ClientCPUPerOp), formatRatio(v.RedisCPUPerOp), formatRatio(v.AllocsPerRound))
+		}
 	}
 	if len(rep.VsPolling) > 0 {
 		fmt.Fprintf(w, "\nvs polling each kind ÷ the polling kind, same nodes, this run (polling: %s):\n",
