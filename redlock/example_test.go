@@ -174,3 +174,33 @@ func ExampleWithObserver() {
 	}
 	defer client.Close()
 }
+
+func ExampleClient_Inspect() {
+	var client *redlock.Client // built as in the package example
+
+	in, err := client.Inspect(context.Background(), "lock:orders:42")
+	if err != nil {
+		log.Fatal(err) // a bad argument or a closed Client; node failures are per node
+	}
+	if holder, ok := in.HeldBy(); ok {
+		fmt.Println("held by client", holder, "mine:", holder == client.ID())
+	}
+	for _, n := range in.Nodes {
+		if n.Err != nil {
+			fmt.Println(n.Addr, "did not answer:", n.Err)
+			continue
+		}
+		fmt.Println(n.Addr, "held:", n.Held, "ttl:", n.TTL, "queued:", n.Queued, "fence:", n.Fence)
+	}
+}
+
+func ExampleClient_ForceRelease() {
+	var client *redlock.Client // built as in the package example
+
+	// Only for a holder known to be gone or stuck: a holder that is still
+	// running learns of it at its next extension, and may run beside the
+	// next holder until then.
+	if err := client.ForceRelease(context.Background(), "lock:orders:42"); err != nil {
+		log.Printf("some nodes did not answer, the key may stay held there until its TTL: %v", err)
+	}
+}
