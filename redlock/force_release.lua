@@ -10,11 +10,4 @@ local releaseChannel = ARGV[6] -- where a key left free is announced to everyone
 if not redis.call("GET", key) then
 	return 0
 end
-if not (tonumber(window) > 0 and giveToHead(nil, nil)) then
-	redis.call("DEL", key)
-	announce(releaseChannel, "")
-end
-if refused then
-	return {1, refused}
-end
-return 1
+return giveUp(releaseChannel)

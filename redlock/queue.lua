@@ -108,3 +108,18 @@ local function giveToHead(now, except)
 	return nil
 end
 
+-- giveUp gives the lock key up as a release does: to the longest waiter
+-- when the window allows (giveToHead), or deleted and announced on
+-- releaseChannel with an empty message. It returns the reply of a
+-- release that gave the key up: 1, or {1, error} when the node refused to
+-- announce it (PUBLISH denied).
+local function giveUp(releaseChannel)
+	if not (tonumber(window) > 0 and giveToHead(nil, nil)) then
+		redis.call("DEL", key)
+		announce(releaseChannel, "")
+	end
+	if refused then
+		return {1, refused}
+	end
+	return 1
+end

@@ -23,11 +23,4 @@ local v = redis.call("GET", key)
 if v ~= owned and (alt == "" or v ~= alt) then
 	return 0
 end
-if not (tonumber(window) > 0 and giveToHead(nil, nil)) then
-	redis.call("DEL", key)
-	announce(releaseChannel, "")
-end
-if refused then
-	return {1, refused}
-end
-return 1
+return giveUp(releaseChannel)
