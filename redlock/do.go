@@ -16,13 +16,20 @@ import (
 // its validity is left (ErrExpired). fn must watch its context; WithMaxHold
 // bounds a fn that never returns. See docs/critical-sections.md.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
+	return c.do(ctx, fn, opts, func(ctx context.Context, opts []LockOption) (*Lock, error) {
+		return c.Lock(ctx, key, ttl, opts...)
+	})
+}
+
+// do is Do and DoMulti: lock takes the lock with the options given.
+func (c *Client) do(ctx context.Context, fn func(ctx context.Context) error, opts []LockOption, lock func(context.Context, []LockOption) (*Lock, error)) error {
 	if fn == nil {
 		return errors.New("redlock: Do needs a function to run")
 	}
 	// Automatic extension first, so that a WithAutoExtend in opts only
 	// sets the interval.
 	opts = append([]LockOption{lockOption(func(c *lockConfig) { c.autoExtend = true })}, opts...)
-	l, err := c.Lock(ctx, key, ttl, opts...)
+	l, err := lock(ctx, opts)
 	if err != nil {
 		return err
 	}

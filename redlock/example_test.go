@@ -204,3 +204,17 @@ func ExampleClient_ForceRelease() {
 		log.Printf("some nodes did not answer, the key may stay held there until its TTL: %v", err)
 	}
 }
+
+func ExampleClient_LockMulti() {
+	var client *redlock.Client // built as in the package example
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Both accounts or neither; the order of the keys does not matter.
+	lock, err := client.LockMulti(ctx, []string{"lock:account:7", "lock:account:3"}, 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.Background())
+	fmt.Println("holding", lock.Keys())
+}

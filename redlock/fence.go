@@ -25,7 +25,8 @@ func WithFencing() LockOption {
 }
 
 // Fence returns the lock's fencing token: 0 unless it was acquired with
-// WithFencing (a restored lock has none). Extend keeps it. Pass it with
+// WithFencing (a restored lock has none); for a multi-key lock, its first
+// key's (Fences has them all). Extend keeps it. Pass it with
 // every write to the resource the lock protects, and have the resource
 // refuse a write whose fence is lower than the highest it has accepted.
 func (l *Lock) Fence() uint64 { return l.fence }
@@ -131,7 +132,17 @@ const fenceRounds = 3
 // error: the last round's *QuorumError with Op "fence", matching
 // ErrNotAcquired.
 func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
-	fence := c.fenceOf(key, r)
+	fence, err := c.writeBackFence(ctx, key, c.fenceOf(key, r), until, ttl, minValidity)
+	if err != nil {
+		c.releaseFailed(ctx, key, token, r, ttl)
+	}
+	return fence, err
+}
+
+// writeBackFence writes back key's fence, proposing a larger one after
+// refusals (see storeFence), and returns the fence a quorum took, or the
+// last round's error. It releases nothing.
+func (c *Client) writeBackFence(ctx context.Context, key string, fence uint64, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: fenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
@@ -149,7 +160,6 @@ func (c *Client) storeFence(ctx context.Context, key, token string, r *round, un
 				continue
 			}
 		}
-		c.releaseFailed(ctx, key, token, r, ttl)
 		return 0, err
 	}
 }

@@ -27,7 +27,8 @@ func TestKeys_namesAreTheWireNames(t *testing.T) {
 // The scripts build no name of their own: every name comes from keys.go.
 func TestKeys_scriptsHoldNoNames(t *testing.T) {
 	for _, src := range []string{queueSource, acquireSource, releaseSource, releaseFreeSource,
-		extendSource, fenceStoreSource, nodeSource, inspectSource, forceReleaseSource} {
+		extendSource, fenceStoreSource, nodeSource, inspectSource, forceReleaseSource,
+		multiAcquireSource, multiExtendSource, multiReleaseSource} {
 		for _, line := range strings.Split(src, "\n") {
 			code, _, _ := strings.Cut(line, "--")
 			require.NotRegexp(t, `"redlock:\S`, code, "a name built in a script: %s", line)

@@ -27,6 +27,10 @@ type Lock struct {
 	// round: a node may have set it after the round ran there, and the
 	// release gives it up too. "" otherwise.
 	alt string
+	// keys are a multi-key lock's keys, sorted (key is the first); nil
+	// for a lock on one key. fences are their fences, with WithFencing.
+	keys   []string
+	fences []uint64
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
@@ -47,7 +51,8 @@ type Lock struct {
 	ctx     *lockContext    // guarded by mu: made by the first Context call
 }
 
-// Key returns the lock's key.
+// Key returns the lock's key; the first of its Keys for a lock taken by
+// TryLockMulti, LockMulti or DoMulti.
 func (l *Lock) Key() string { return l.key }
 
 // Token returns the owner token: the Client's ID and a random value that
@@ -109,18 +114,22 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	r, err := l.c.run(ctx, false, op{script: extendScript, args: extendArgs(l.key, l.token, ms), status: scriptStatus, after: l.after})
+	o := op{script: extendScript, args: extendArgs(l.key, l.token, ms), status: scriptStatus, after: l.after}
+	if l.keys != nil {
+		o.script, o.args = multiExtendScript, multiKeysArgs(l.keys, l.token, ms)
+	}
+	r, err := l.c.run(ctx, false, o)
 	if err != nil {
 		return err
 	}
 	until := l.c.validUntil(r.start, ttl)
-	l.c.observeRound(opExtend, l.key, r, until.Sub(l.c.cfg.clock.Now()), l.c.drift(ttl))
+	l.c.observeRound(opExtend, l.name(), r, until.Sub(l.c.cfg.clock.Now()), l.c.drift(ttl))
 	if r.ok && until.After(l.c.cfg.clock.Now()) {
 		return l.extended(r, until)
 	}
 	err = l.notExtended(ctx, r, until)
 	if l.c.observing() {
-		l.c.emit(Event{Kind: EventExtendFailed, Key: l.key, Err: err})
+		l.c.emit(Event{Kind: EventExtendFailed, Key: l.name(), Err: err})
 	}
 	return err
 }
@@ -151,7 +160,7 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 		l.c.restartedSince(ctx, r)
 	}
 	now := l.c.cfg.clock.Now()
-	e := l.c.quorumError(opExtend, l.key, r, ErrLockLost, 0)
+	e := l.c.quorumError(opExtend, l.name(), r, ErrLockLost, 0)
 	if r.ok {
 		e.Validity = until.Sub(now)
 	}
@@ -193,11 +202,14 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
 	script, args := l.c.releaseCall(l.key, l.token, l.boxed, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
+	if l.keys != nil {
+		script, args = multiReleaseScript, multiKeysArgs(l.keys, l.token, releasedPrefix)
+	}
 	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.after})
 	if err != nil {
 		return err
 	}
-	l.c.observeRound(opUnlock, l.key, r, 0, 0)
+	l.c.observeRound(opUnlock, l.name(), r, 0, 0)
 	l.mu.Lock()
 	l.until = time.Time{}
 	l.mu.Unlock()
@@ -208,12 +220,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if r.ok {
 		for _, n := range r.nodes {
 			if n.Status == NodeOK && n.Err != nil {
-				return l.c.quorumError(opUnlock, l.key, r, ErrNotAnnounced, 0)
+				return l.c.quorumError(opUnlock, l.name(), r, ErrNotAnnounced, 0)
 			}
 		}
 		return nil
 	}
-	return l.c.quorumError(opUnlock, l.key, r, ErrLockLost, 0)
+	return l.c.quorumError(opUnlock, l.name(), r, ErrLockLost, 0)
 }
 
 func (l *Lock) check(ctx context.Context) error {

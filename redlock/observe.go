@@ -36,7 +36,7 @@ func WithObserver(o Observer) Option {
 // the nodes that handed the key over are NodeOK, with no latency).
 type RoundInfo struct {
 	Op       Op
-	Key      string
+	Key      string        // the lock key; a multi-key lock's keys joined by commas
 	Start    time.Time     // when the first command was sent
 	Duration time.Duration // from Start to the decision
 	// Nodes is every node, in the order the Client was given them, with
@@ -92,7 +92,7 @@ const (
 // Event is something that happened to a lock or a node (Observer.Event).
 type Event struct {
 	Kind     EventKind
-	Key      string        // the lock key; "" for node events
+	Key      string        // the lock key (a multi-key lock's keys joined by commas); "" for node events
 	Node     string        // the node's address, for node events
 	Duration time.Duration // see each EventKind
 	Wait     time.Duration // EventAcquired: how long Lock waited
@@ -162,7 +162,7 @@ func (l *Lock) ended(cause error) {
 	l.lost = true
 	l.mu.Unlock()
 	if first {
-		c.emit(Event{Kind: EventLost, Key: l.key, Duration: l.held(), Err: cause})
+		c.emit(Event{Kind: EventLost, Key: l.name(), Duration: l.held(), Err: cause})
 	}
 }
 
@@ -175,11 +175,11 @@ func (l *Lock) releasedEvent(r *round) {
 	}
 	if r.ok {
 		if c.observing() {
-			c.emit(Event{Kind: EventReleased, Key: l.key, Duration: l.held()})
+			c.emit(Event{Kind: EventReleased, Key: l.name(), Duration: l.held()})
 		}
 		return
 	}
-	l.ended(c.quorumError(opUnlock, l.key, r, ErrLockLost, 0))
+	l.ended(c.quorumError(opUnlock, l.name(), r, ErrLockLost, 0))
 }
 
 // held returns how long l has been held: from its acquisition round's

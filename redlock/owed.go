@@ -45,6 +45,12 @@ func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round,
 	// A plain SET NX round was a first try: its key is most likely not
 	// contended. A script round is a waiter's.
 	script, args := c.releaseCall(key, token, r.keyToken(), "", "", r.op.script != nil)
+	c.owe(ctx, script, args, r, ttl)
+}
+
+// owe sends script with args, the release of the failed acquisition round
+// r, to every node that may hold its token, as releaseFailed says.
+func (c *Client) owe(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration) {
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
 	var owed []int
 	for i, n := range r.nodes {

@@ -26,6 +26,12 @@ var (
 	inspectSource string
 	//go:embed force_release.lua
 	forceReleaseSource string
+	//go:embed multi_acquire.lua
+	multiAcquireSource string
+	//go:embed multi_extend.lua
+	multiExtendSource string
+	//go:embed multi_release.lua
+	multiReleaseSource string
 
 	// The scripts take the keys in KEYS and every value in ARGV, the names
 	// of channels included (keys.go); nothing is ever interpolated into
@@ -42,6 +48,11 @@ var (
 	nodeScript        = pool.NewScript(1, nodeSource)
 	inspectScript     = pool.NewScript(3, inspectSource)
 	forceScript       = pool.NewScript(3, queueSource+forceReleaseSource)
+	// The multi-key scripts take as many keys as the lock has (3 times
+	// as many for a fenced acquisition): the count goes with each call.
+	multiAcquireScript = pool.NewScript(-1, multiAcquireSource)
+	multiExtendScript  = pool.NewScript(-1, multiExtendSource)
+	multiReleaseScript = pool.NewScript(-1, multiReleaseSource)
 )
 
 // releaseCall returns the script and arguments that give up token on
@@ -149,4 +160,39 @@ func fenceStoreArgs(key string, fence uint64) []any {
 // id to mark the node with, if it is the node's, "" for none.
 func nodeArgs(mark string) []any {
 	return []any{markerKey, mark}
+}
+
+// multiAcquireArgs are the multi-key acquisition's key count, keys and
+// arguments: keys take token for ms; with fencing (epoch is not "") their
+// fence counters and their slots' epochs come after them.
+func multiAcquireArgs(keys []string, token string, ms int64, epoch string) []any {
+	nkeys := len(keys)
+	if epoch != "" {
+		nkeys *= 3
+	}
+	args := make([]any, 0, nkeys+5)
+	args = append(args, nkeys)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if epoch != "" {
+		for _, k := range keys {
+			args = append(args, fenceKey(k))
+		}
+		for _, k := range keys {
+			args = append(args, epochKey(keyslot.Slot(k)))
+		}
+	}
+	return append(args, token, ms, len(keys), epoch)
+}
+
+// multiKeysArgs are the key count and keys of the multi-key extension and
+// release, then their arguments.
+func multiKeysArgs(keys []string, more ...any) []any {
+	args := make([]any, 0, len(keys)+1+len(more))
+	args = append(args, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return append(args, more...)
 }
