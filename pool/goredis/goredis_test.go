@@ -137,4 +137,16 @@ func TestClusterNodes(t *testing.T) {
 		require.Greater(t, next.Fence(), held.Fence(), key)
 		require.NoError(t, next.Unlock(ctx), fmt.Sprint(i))
 	}
+
+	// Multi-key locks on cluster nodes: keys with a common hash tag, or a
+	// clear error.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := a.TryLockMulti(ctx, []string{"{acct}:7", "{acct}:3"}, 10*time.Second, redlock.WithFencing())
+	require.NoError(t, err)
+	require.Len(t, l.Fences(), 2)
+	require.NoError(t, l.Unlock(ctx))
+	_, err = a.TryLockMulti(ctx, []string{"lock:acct:7", "lock:acct:3"}, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "common hash tag")
 }
