@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelredlock
+
+const raceEnabled = false

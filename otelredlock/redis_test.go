@@ -1,0 +1,269 @@
+package otelredlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Timings for the tests on real nodes. They are generous: the tests run
+// with -race on a small, busy machine.
+const (
+	nodeTimeout = time.Second
+	longTTL     = 10 * time.Second
+	quickly     = 3 * time.Second // bounds calls that must return at once
+)
+
+// keySeq makes keys unique within the test binary.
+var keySeq atomic.Int64
+
+func newKey(t testing.TB) string {
+	return fmt.Sprintf("otel:%s:%d", t.Name(), keySeq.Add(1))
+}
+
+// ctxT returns a context that ends after d or with the test.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// env is five redis-server nodes.
+type env struct {
+	t       testing.TB
+	cluster *redistest.Cluster
+	addrs   []string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	c := redistest.StartT(t, 5)
+	return &env{t: t, cluster: c, addrs: c.Addrs()}
+}
+
+// client returns a Client over new pools of the nodes that records its
+// metrics in a new meter, and that meter. Both are closed with the test.
+func (e *env) client(opts ...redlock.Option) (*redlock.Client, *meter) {
+	e.t.Helper()
+	m := newMeter(e.t)
+	pools := make([]pool.Pool, len(e.addrs))
+	for i, a := range e.addrs {
+		p, err := pool.New(a, pool.WithIOTimeout(2*time.Second))
+		require.NoError(e.t, err)
+		e.t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	opts = append([]redlock.Option{redlock.WithNodeTimeout(nodeTimeout), WithMetrics(m.provider)}, opts...)
+	c, err := redlock.New(pools, opts...)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { require.NoError(e.t, c.Close()) })
+	return c, m
+}
+
+// requireNodes asserts that the node samples of op came from the nodes
+// (never another name), and that at least min of them are outcome.
+func requireNodes(t *testing.T, c collected, addrs []string, op, outcome string, min uint64) {
+	t.Helper()
+	for addr := range c.values(t, nodeName, "server.address") {
+		require.Contains(t, addrs, addr)
+	}
+	n, sum := c.count(t, nodeName, map[string]string{"redlock.operation": op, "redlock.node.outcome": outcome})
+	require.GreaterOrEqual(t, n, min, "%s %s", op, outcome)
+	require.LessOrEqual(t, n, uint64(len(addrs)), "%s %s: one round, one sample per node", op, outcome)
+	require.Positive(t, sum)
+	require.Less(t, sum, float64(n)*nodeTimeout.Seconds())
+}
+
+func TestRedis_anUncontendedLockAndItsRelease(t *testing.T) {
+	e := newEnv(t)
+	c, m := e.client()
+	l, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+
+	got := m.collect(t)
+	n, sum := got.count(t, acquireName, map[string]string{"redlock.outcome": "acquired"})
+	require.Equal(t, uint64(1), n)
+	require.Positive(t, sum)
+	require.Less(t, sum, quickly.Seconds())
+	require.Equal(t, map[string]bool{"acquired": true}, got.values(t, acquireName, "redlock.outcome"))
+	require.Empty(t, got.hist(t, waitName), "TryLock does not wait")
+	n, sum = got.count(t, heldName, nil)
+	require.Equal(t, uint64(1), n)
+	require.GreaterOrEqual(t, sum, 0.02)
+	require.Less(t, sum, longTTL.Seconds())
+	require.NotContains(t, got, lostName)
+	require.NotContains(t, got, extendName)
+
+	requireNodes(t, got, e.addrs, "acquire", "ok", 3)
+	requireNodes(t, got, e.addrs, "unlock", "ok", 3)
+	require.Equal(t, map[string]bool{"acquire": true, "unlock": true}, got.values(t, nodeName, "redlock.operation"))
+	require.Equal(t, map[string]bool{"ok": true}, got.values(t, nodeName, "redlock.node.outcome"))
+}
+
+func TestRedis_aBusyKey(t *testing.T) {
+	e := newEnv(t)
+	holder, _ := e.client()
+	key := newKey(t)
+	_, err := holder.TryLock(ctxT(t, quickly), key, longTTL)
+	require.NoError(t, err)
+
+	c, m := e.client()
+	_, err = c.TryLock(ctxT(t, quickly), key, longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+
+	got := m.collect(t)
+	n, _ := got.count(t, acquireName, map[string]string{"redlock.outcome": "busy"})
+	require.Equal(t, uint64(1), n)
+	require.Equal(t, map[string]bool{"busy": true}, got.values(t, acquireName, "redlock.outcome"))
+	requireNodes(t, got, e.addrs, "acquire", "refused", 3)
+	require.Empty(t, got.hist(t, heldName))
+}
+
+// A Lock that waits for the holder's release gets the key (by a round or
+// by hand-offs) and reports its wait; one whose context ends first is
+// canceled.
+func TestRedis_aLockThatWaits(t *testing.T) {
+	e := newEnv(t)
+	holder, _ := e.client()
+	key := newKey(t)
+	held, err := holder.TryLock(ctxT(t, quickly), key, longTTL)
+	require.NoError(t, err)
+
+	c, m := e.client()
+	_, err = c.Lock(ctxT(t, 200*time.Millisecond), key, longTTL)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	n, _ := m.collect(t).count(t, acquireName, map[string]string{"redlock.outcome": "canceled"})
+	require.Equal(t, uint64(1), n, "a Lock whose deadline passed while the key was held")
+
+	var wg sync.WaitGroup
+	var l *redlock.Lock
+	var lockErr error
+	began := time.Now()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l, lockErr = c.Lock(ctxT(t, 2*longTTL), key, longTTL)
+	}()
+	// The waiter's first round was refused: it waits.
+	require.Eventually(t, func() bool {
+		n, _ := m.collect(t).count(t, nodeName, map[string]string{"redlock.operation": "acquire", "redlock.node.outcome": "refused"})
+		return n >= 6 // three refusals of the canceled call, three of this one
+	}, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	wg.Wait()
+	waited := time.Since(began)
+	require.NoError(t, lockErr)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+
+	got := m.collect(t)
+	n, _ = got.count(t, acquireName, map[string]string{"redlock.outcome": "acquired"})
+	require.Equal(t, uint64(1), n)
+	n, sum := got.count(t, waitName, nil)
+	require.Equal(t, uint64(1), n, "one Lock waited and got the key")
+	require.GreaterOrEqual(t, sum, 0.1)
+	require.LessOrEqual(t, sum, waited.Seconds())
+	n, _ = got.count(t, heldName, nil)
+	require.Equal(t, uint64(1), n)
+	require.NotContains(t, got.values(t, nodeName, "redlock.operation"), "handoff")
+}
+
+func TestRedis_aLockFoundGoneIsLost(t *testing.T) {
+	e := newEnv(t)
+	c, m := e.client()
+	key := newKey(t)
+	l, err := c.TryLock(ctxT(t, quickly), key, longTTL)
+	require.NoError(t, err)
+	for _, s := range e.cluster.Nodes() {
+		_, err := s.Do("DEL", key)
+		require.NoError(t, err)
+	}
+	require.ErrorIs(t, l.Extend(ctxT(t, quickly), longTTL), redlock.ErrLockLost)
+	require.Error(t, l.Unlock(ctxT(t, quickly)))
+
+	got := m.collect(t)
+	require.Equal(t, int64(1), got.counter(t, lostName, "{lock}", map[string]string{"redlock.cause": "lost"}), "once, not again by Unlock")
+	require.Equal(t, int64(1), got.counter(t, lostName, "{lock}", nil))
+	require.Equal(t, int64(1), got.counter(t, extendName, "{round}", nil))
+	n, _ := got.count(t, heldName, nil)
+	require.Equal(t, uint64(1), n)
+	requireNodes(t, got, e.addrs, "extend", "refused", 3)
+}
+
+func TestRedis_aLockWhoseValidityRanOutIsExpired(t *testing.T) {
+	e := newEnv(t)
+	c, m := e.client()
+	const ttl = 300 * time.Millisecond
+	l, err := c.TryLock(ctxT(t, quickly), newKey(t), ttl)
+	require.NoError(t, err)
+	select {
+	case <-l.Context().Done():
+	case <-time.After(quickly):
+		t.Fatal("the lock's context did not end with its validity")
+	}
+	require.Eventually(t, func() bool {
+		return m.collect(t).counter(t, lostName, "{lock}", map[string]string{"redlock.cause": "expired"}) == 1
+	}, quickly, 5*time.Millisecond)
+	got := m.collect(t)
+	require.Equal(t, int64(1), got.counter(t, lostName, "{lock}", nil))
+	n, sum := got.count(t, heldName, nil)
+	require.Equal(t, uint64(1), n)
+	require.Less(t, sum, ttl.Seconds())
+}
+
+// A killed node has failed samples or none; the others answer. When it
+// comes back empty, a Client that counted it before reports it reset and
+// excluded (restart safety).
+func TestRedis_aKilledNodeAndItsRestart(t *testing.T) {
+	e := newEnv(t)
+	c, m := e.client()
+	dead := e.cluster.Node(0)
+	l, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.NoError(t, err, "the nodes are checked and marked")
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	require.NoError(t, dead.Kill())
+
+	before := m.collect(t)
+	l, err = c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	got := m.collect(t)
+	for _, outcome := range []string{"ok", "refused"} {
+		n, _ := got.count(t, nodeName, map[string]string{"server.address": dead.Addr(), "redlock.node.outcome": outcome})
+		n0, _ := before.count(t, nodeName, map[string]string{"server.address": dead.Addr(), "redlock.node.outcome": outcome})
+		require.Equal(t, n0, n, "a dead node is never %s", outcome)
+	}
+	ok := map[string]string{"redlock.operation": "acquire", "redlock.node.outcome": "ok"}
+	n, _ := got.count(t, nodeName, ok)
+	n0, _ := before.count(t, nodeName, ok)
+	require.GreaterOrEqual(t, n-n0, uint64(3), "the live nodes granted")
+	require.LessOrEqual(t, n-n0, uint64(4), "the live nodes granted")
+
+	require.NoError(t, dead.RestartEmpty())
+	reset := func() bool {
+		return m.collect(t).counter(t, resetName, "{reset}", map[string]string{"server.address": dead.Addr()}) >= 1
+	}
+	// The next calls reconnect to the node; the restart check that
+	// follows, in the background, finds a new run id.
+	for i := 0; i < 50 && !reset(); i++ {
+		if l, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL); err == nil {
+			require.NoError(t, l.Unlock(ctxT(t, quickly)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.True(t, reset(), "the restarted node is reported reset")
+	got = m.collect(t)
+	require.Equal(t, int64(1), got.counter(t, resetName, "{reset}", nil), "only the restarted node")
+	require.Equal(t, int64(1), got.counter(t, excludedName, "{exclusion}", map[string]string{"server.address": dead.Addr()}))
+}
