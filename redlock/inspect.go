@@ -68,7 +68,8 @@ func (c *Client) ID() string { return c.id }
 // Inspect asks every node at once what it holds for key: whether the key
 // is held and by which Client, its remaining TTL, the queued Lock calls,
 // and the fence counter. It reads and writes nothing else, takes no lock,
-// and each node's answer is bounded by the node timeout and ctx. A node
+// and each node's answer is bounded by ctx and by the node timeout, at
+// least 1s (an operator's call, not a lock's round). A node
 // that does not answer has its Err set; Inspect itself fails only on bad
 // arguments or a closed Client. The answer is a snapshot: it may change at
 // once. See docs/operations.md.
@@ -90,7 +91,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 		n := &in.Nodes[i]
 		n.Addr = p.Addr()
 		g.Go(func() error {
-			nctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
+			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
 			defer cancel()
 			reply, err := p.Eval(nctx, inspectScript, args...)
 			if err == nil {
@@ -163,7 +164,8 @@ func tokenClient(token string) string {
 // only for a holder known to be gone or stuck, and prefer fencing
 // (WithFencing) where the protected resource can check. It returns an
 // error naming every node that did not answer (the key may still be held
-// there until its TTL); nil when every node did. See docs/operations.md.
+// there until its TTL); nil when every node did. Each node's answer is
+// bounded as Inspect's. See docs/operations.md.
 func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if ctx == nil {
 		return errNilContext
@@ -180,7 +182,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	var g errgroup.Group
 	for i, p := range c.pools {
 		g.Go(func() error {
-			nctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
+			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
 			defer cancel()
 			reply, err := p.Eval(nctx, forceScript, args...)
 			if err == nil {
@@ -196,3 +198,8 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// operatorTimeout bounds each node's answer to Inspect and ForceRelease:
+// the node timeout, but at least a second, since they are not rounds of
+// a lock that a slow node must not hold up.
+func (c *Client) operatorTimeout() time.Duration { return max(c.cfg.nodeTimeout, time.Second) }

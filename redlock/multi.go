@@ -45,6 +45,18 @@ func multiKeys(keys []string) ([]string, error) {
 // the node refuses (CROSSSLOT) and the error says so. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return c.multi(ctx, keys, ttl, opts, c.TryLock, func(ks []string, cfg lockConfig) (*Lock, bool, error) {
+		l, _, err := c.acquireMulti(ctx, ks, ttl, cfg)
+		return l, false, err
+	})
+}
+
+// multi is TryLockMulti and LockMulti: it checks the call, hands one
+// distinct key to single (TryLock or Lock), and otherwise takes the keys
+// with take, which reports whether it waited, and tells the observers.
+func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, opts []LockOption,
+	single func(context.Context, string, time.Duration, ...LockOption) (*Lock, error),
+	take func(ks []string, cfg lockConfig) (*Lock, bool, error)) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -53,15 +65,15 @@ func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Durat
 		return nil, err
 	}
 	if len(ks) == 1 {
-		return c.TryLock(ctx, ks[0], ttl, opts...)
+		return single(ctx, ks[0], ttl, opts...)
 	}
 	cfg, err := c.lockConfig(ks[0], ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	since := c.cfg.clock.Now()
-	l, _, err := c.acquireMulti(ctx, ks, ttl, cfg)
-	c.acquired(strings.Join(ks, ","), since, false, l, err)
+	l, waited, err := take(ks, cfg)
+	c.acquired(strings.Join(ks, ","), since, waited, l, err)
 	return l, err
 }
 
@@ -74,24 +86,9 @@ func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Durat
 // and a multi-key waiter takes the keys when it finds them all free. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) LockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	if ctx == nil {
-		return nil, errNilContext
-	}
-	ks, err := multiKeys(keys)
-	if err != nil {
-		return nil, err
-	}
-	if len(ks) == 1 {
-		return c.Lock(ctx, ks[0], ttl, opts...)
-	}
-	cfg, err := c.lockConfig(ks[0], ttl, opts)
-	if err != nil {
-		return nil, err
-	}
-	since := c.cfg.clock.Now()
-	l, waited, err := c.waitMulti(ctx, ks, ttl, cfg)
-	c.acquired(strings.Join(ks, ","), since, waited, l, err)
-	return l, err
+	return c.multi(ctx, keys, ttl, opts, c.Lock, func(ks []string, cfg lockConfig) (*Lock, bool, error) {
+		return c.waitMulti(ctx, ks, ttl, cfg)
+	})
 }
 
 // DoMulti is Do over several keys: it waits for all of them as LockMulti

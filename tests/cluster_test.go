@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -21,17 +20,8 @@ import (
 // Restart safety is off: its marker is in a slot of its own, on another
 // master (docs/operations.md, "A node that is a Redis Cluster").
 func TestCluster_locksWaitingHandOffsAndFencesOnClusterNodes(t *testing.T) {
-	clusters := make([]*redistest.RedisCluster, 3)
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clusters[i] = redistest.StartRedisClusterT(t, 3)
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
+	clusters := redistest.StartRedisClustersT(t, 3, 3)
+	if clusters == nil {
 		return
 	}
 

@@ -504,3 +504,69 @@ func extendAndUnlock(t *testing.T, f Factory) {
 	require.True(t, errors.Is(l.Extend(ctxT(t, waitLimit), 10*time.Second), redlock.ErrLockLost), "an extension never revives a lock")
 	require.ErrorIs(t, l.Unlock(ctxT(t, waitLimit)), redlock.ErrLockLost)
 }
+
+// RunCluster checks a pool whose node is a Redis Cluster: newPool makes
+// one for the cluster at seeds. Each of 3 Redlock nodes is a 3-master
+// cluster; locks on keys with and without hash tags are taken, waited for
+// (hand-offs), extended and fenced, and multi-key locks need a common
+// hash tag. Restart safety is off: its marker is in one slot of each
+// cluster (docs/operations.md).
+func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Pool) {
+	clusters := redistest.StartRedisClustersT(t, 3, 3)
+	if clusters == nil {
+		return
+	}
+	client := func() *redlock.Client {
+		pools := make([]pool.Pool, len(clusters))
+		for i, rc := range clusters {
+			pools[i] = newPool(t, rc.Addrs())
+			t.Cleanup(func() { _ = pools[i].Close() })
+		}
+		c, err := redlock.New(pools, redlock.WithRestartSafety(0))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := client(), client()
+	for _, key := range []string{"lock:cluster:plain", "{order42}:lock", "odd}key", "odd{key"} {
+		ctx := ctxT(t, waitLimit)
+		held, err := a.TryLock(ctx, key, 10*time.Second, redlock.WithFencing())
+		require.NoError(t, err, key)
+		got := make(chan *redlock.Lock, 1)
+		go func() {
+			l, err := b.Lock(ctx, key, 10*time.Second, redlock.WithFencing())
+			if err != nil {
+				t.Error(key, err)
+			}
+			got <- l
+		}()
+		require.Eventually(t, func() bool {
+			in, err := a.Inspect(ctx, key)
+			require.NoError(t, err)
+			queued := 0
+			for _, n := range in.Nodes {
+				if n.Err != nil {
+					t.Logf("%s: %v", key, n.Err)
+					return false
+				}
+				queued += n.Queued
+			}
+			return queued == len(clusters)
+		}, waitLimit, 5*time.Millisecond, "%s: the waiter is queued on every node", key)
+		require.NoError(t, held.Extend(ctx, 10*time.Second))
+		require.NoError(t, held.Unlock(ctx))
+		next := <-got
+		require.NotNil(t, next, key)
+		require.Greater(t, next.Fence(), held.Fence(), key)
+		require.NoError(t, next.Unlock(ctx))
+	}
+
+	ctx := ctxT(t, waitLimit)
+	l, err := a.TryLockMulti(ctx, []string{"{acct}:7", "{acct}:3"}, 10*time.Second, redlock.WithFencing())
+	require.NoError(t, err, "keys with a common hash tag")
+	require.Len(t, l.Fences(), 2)
+	require.NoError(t, l.Unlock(ctx))
+	_, err = a.TryLockMulti(ctx, []string{"lock:acct:7", "lock:acct:3"}, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "common hash tag")
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +113,36 @@ func StartRedisClusterT(t testing.TB, masters int, opts ...Options) *RedisCluste
 		}
 	})
 	return rc
+}
+
+// StartRedisClustersT starts n clusters of masters each at once, as
+// StartRedisClusterT does; it returns nil after failing t.
+func StartRedisClustersT(t testing.TB, n, masters int) []*RedisCluster {
+	t.Helper()
+	skipWithoutServer(t)
+	clusters := make([]*RedisCluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			clusters[i], errs[i] = StartRedisCluster(masters, Options{})
+		}()
+	}
+	wg.Wait()
+	for _, rc := range clusters {
+		if rc != nil {
+			t.Cleanup(func() {
+				if err := rc.Close(); err != nil {
+					t.Errorf("redistest: closing cluster: %v", err)
+				}
+			})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+		return nil
+	}
+	return clusters
 }

@@ -2,8 +2,6 @@ package goredis_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +19,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // factory makes goredis pools over *redis.Client with the given options.
+// The client's own timeouts (5s) are longer than the suite's deadlines, and
+// it does not retry, so that the suite sees the pool's own bounds.
 func factory(protocol int, contextTimeouts bool) pooltest.Factory {
-	return pooltest.Factory{Subscriber: true, New: func(t testing.TB, addr, password string) pool.Pool {
+	return pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol,
-			ContextTimeoutEnabled: contextTimeouts, DialTimeout: time.Second,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+			ContextTimeoutEnabled: contextTimeouts, DialTimeout: 5 * time.Second,
+			ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		return goredis.New(c)
 	}}
@@ -38,6 +38,16 @@ func TestConformance_RESP2(t *testing.T) { pooltest.Run(t, factory(2, true)) }
 // Without ContextTimeoutEnabled go-redis applies only its own timeouts to
 // the sockets: the pool still returns at the caller's deadline.
 func TestConformance_withoutContextTimeouts(t *testing.T) { pooltest.Run(t, factory(3, false)) }
+
+// A client as most programs make it: go-redis' defaults (RESP3, no
+// ContextTimeoutEnabled, 3s timeouts, 3 retries).
+func TestConformance_clientDefaults(t *testing.T) {
+	pooltest.Run(t, pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
+		t.Cleanup(func() { _ = c.Close() })
+		return goredis.New(c)
+	}})
+}
 
 func TestNew_nilClientIsANilPool(t *testing.T) {
 	require.Nil(t, goredis.New(nil))
@@ -75,78 +85,11 @@ func TestGeneration_growsWhenTheClientDials(t *testing.T) {
 	require.Greater(t, rc.Generation(), g, "a restarted node is reached on a new connection")
 }
 
-// Redlock nodes that are Redis Clusters, through *redis.ClusterClient:
-// locks, waiting with hand-offs, and fences, for keys with and without
-// hash tags.
-func TestClusterNodes(t *testing.T) {
-	clusters := make([]*redistest.RedisCluster, 3)
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clusters[i] = redistest.StartRedisClusterT(t, 3)
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	newClient := func() *redlock.Client {
-		pools := make([]pool.Pool, len(clusters))
-		for i, rc := range clusters {
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = cc.Close() })
-			pools[i] = goredis.New(cc)
-		}
-		// Restart safety's marker lives in one slot of each cluster
-		// (docs/operations.md): the masters here keep no data, so it is off.
-		c, err := redlock.New(pools, redlock.WithRestartSafety(0))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a, b := newClient(), newClient()
-	for i, key := range []string{"lock:cluster:plain", "{order42}:lock", "odd}key", "odd{key"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		held, err := a.TryLock(ctx, key, 10*time.Second, redlock.WithFencing())
-		require.NoError(t, err, key)
-		got := make(chan *redlock.Lock, 1)
-		go func() {
-			l, err := b.Lock(ctx, key, 10*time.Second, redlock.WithFencing())
-			if err != nil {
-				t.Error(key, err)
-			}
-			got <- l
-		}()
-		require.Eventually(t, func() bool {
-			in, err := a.Inspect(ctx, key)
-			require.NoError(t, err)
-			queued := 0
-			for _, n := range in.Nodes {
-				require.NoError(t, n.Err)
-				queued += n.Queued
-			}
-			return queued == len(clusters)
-		}, 5*time.Second, 5*time.Millisecond, "%s: the waiter is queued on every node", key)
-		require.NoError(t, held.Extend(ctx, 10*time.Second))
-		require.NoError(t, held.Unlock(ctx))
-		next := <-got
-		require.NotNil(t, next, key)
-		require.Greater(t, next.Fence(), held.Fence(), key)
-		require.NoError(t, next.Unlock(ctx), fmt.Sprint(i))
-	}
-
-	// Multi-key locks on cluster nodes: keys with a common hash tag, or a
-	// clear error.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := a.TryLockMulti(ctx, []string{"{acct}:7", "{acct}:3"}, 10*time.Second, redlock.WithFencing())
-	require.NoError(t, err)
-	require.Len(t, l.Fences(), 2)
-	require.NoError(t, l.Unlock(ctx))
-	_, err = a.TryLockMulti(ctx, []string{"lock:acct:7", "lock:acct:3"}, 10*time.Second)
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	require.ErrorContains(t, err, "common hash tag")
+// Redlock nodes that are Redis Clusters, through *redis.ClusterClient.
+func TestConformance_clusterNodes(t *testing.T) {
+	pooltest.RunCluster(t, func(t testing.TB, seeds []string) pool.Pool {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = cc.Close() })
+		return goredis.New(cc)
+	})
 }

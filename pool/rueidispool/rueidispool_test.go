@@ -1,10 +1,8 @@
 package rueidispool_test
 
 import (
-	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,66 +54,6 @@ func TestNew_namesTheNode(t *testing.T) {
 	defer c.Close()
 	require.Equal(t, s.Addr(), rueidispool.New(c).Addr())
 	require.Equal(t, "cache-a", rueidispool.New(c, rueidispool.WithName("cache-a")).Addr())
-}
-
-// Redlock nodes that are Redis Clusters, through rueidis cluster clients.
-func TestClusterNodes(t *testing.T) {
-	clusters := make([]*redistest.RedisCluster, 3)
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clusters[i] = redistest.StartRedisClusterT(t, 3)
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	newClient := func() *redlock.Client {
-		pools := make([]pool.Pool, len(clusters))
-		for i, rc := range clusters {
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: rc.Addrs(), DisableCache: true})
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			pools[i] = rueidispool.New(c)
-		}
-		c, err := redlock.New(pools, redlock.WithRestartSafety(0))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a, b := newClient(), newClient()
-	for _, key := range []string{"lock:cluster:plain", "{order42}:lock", "odd}key", "odd{key"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		held, err := a.TryLock(ctx, key, 10*time.Second, redlock.WithFencing())
-		require.NoError(t, err, key)
-		got := make(chan *redlock.Lock, 1)
-		go func() {
-			l, err := b.Lock(ctx, key, 10*time.Second, redlock.WithFencing())
-			if err != nil {
-				t.Error(key, err)
-			}
-			got <- l
-		}()
-		require.Eventually(t, func() bool {
-			in, err := a.Inspect(ctx, key)
-			require.NoError(t, err)
-			queued := 0
-			for _, n := range in.Nodes {
-				require.NoError(t, n.Err)
-				queued += n.Queued
-			}
-			return queued == len(clusters)
-		}, 5*time.Second, 5*time.Millisecond, "%s: the waiter is queued on every node", key)
-		require.NoError(t, held.Unlock(ctx))
-		next := <-got
-		require.NotNil(t, next, key)
-		require.Greater(t, next.Fence(), held.Fence(), key)
-		require.NoError(t, next.Unlock(ctx))
-	}
 }
 
 // dialer bounds connecting, so that a paused node does not hold a dial
