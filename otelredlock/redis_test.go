@@ -55,6 +55,13 @@ func newEnv(t testing.TB) *env {
 func (e *env) client(opts ...redlock.Option) (*redlock.Client, *meter) {
 	e.t.Helper()
 	m := newMeter(e.t)
+	return e.plainClient(append([]redlock.Option{WithMetrics(m.provider)}, opts...)...), m
+}
+
+// plainClient returns a Client over new pools of the nodes with opts,
+// closed with the test.
+func (e *env) plainClient(opts ...redlock.Option) *redlock.Client {
+	e.t.Helper()
 	pools := make([]pool.Pool, len(e.addrs))
 	for i, a := range e.addrs {
 		p, err := pool.New(a, pool.WithIOTimeout(2*time.Second))
@@ -62,11 +69,11 @@ func (e *env) client(opts ...redlock.Option) (*redlock.Client, *meter) {
 		e.t.Cleanup(func() { _ = p.Close() })
 		pools[i] = p
 	}
-	opts = append([]redlock.Option{redlock.WithNodeTimeout(nodeTimeout), WithMetrics(m.provider)}, opts...)
+	opts = append([]redlock.Option{redlock.WithNodeTimeout(nodeTimeout)}, opts...)
 	c, err := redlock.New(pools, opts...)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { require.NoError(e.t, c.Close()) })
-	return c, m
+	return c
 }
 
 // requireNodes asserts that the node samples of op came from the nodes
@@ -146,6 +153,8 @@ func TestRedis_aLockThatWaits(t *testing.T) {
 	n, _ := m.collect(t).count(t, acquireName, map[string]string{"redlock.outcome": "canceled"})
 	require.Equal(t, uint64(1), n, "a Lock whose deadline passed while the key was held")
 
+	refused := map[string]string{"redlock.operation": "acquire", "redlock.node.outcome": "refused"}
+	before, _ := m.collect(t).count(t, nodeName, refused)
 	var wg sync.WaitGroup
 	var l *redlock.Lock
 	var lockErr error
@@ -157,8 +166,8 @@ func TestRedis_aLockThatWaits(t *testing.T) {
 	}()
 	// The waiter's first round was refused: it waits.
 	require.Eventually(t, func() bool {
-		n, _ := m.collect(t).count(t, nodeName, map[string]string{"redlock.operation": "acquire", "redlock.node.outcome": "refused"})
-		return n >= 6 // three refusals of the canceled call, three of this one
+		n, _ := m.collect(t).count(t, nodeName, refused)
+		return n >= before+3
 	}, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
@@ -219,7 +228,11 @@ func TestRedis_aLockWhoseValidityRanOutIsExpired(t *testing.T) {
 	require.Equal(t, int64(1), got.counter(t, lostName, "{lock}", nil))
 	n, sum := got.count(t, heldName, nil)
 	require.Equal(t, uint64(1), n)
-	require.Less(t, sum, ttl.Seconds())
+	// Held until the Client learned of the loss: the context's timer,
+	// at the validity's end (the TTL less the drift allowance), or later
+	// on a busy machine.
+	require.GreaterOrEqual(t, sum, (ttl / 2).Seconds())
+	require.Less(t, sum, quickly.Seconds())
 }
 
 // A killed node has failed samples or none; the others answer. When it
@@ -266,4 +279,47 @@ func TestRedis_aKilledNodeAndItsRestart(t *testing.T) {
 	got = m.collect(t)
 	require.Equal(t, int64(1), got.counter(t, resetName, "{reset}", nil), "only the restarted node")
 	require.Equal(t, int64(1), got.counter(t, excludedName, "{exclusion}", map[string]string{"server.address": dead.Addr()}))
+}
+
+// nopObserver is an Observer that does nothing: the cost of the hooks
+// themselves.
+type nopObserver struct{}
+
+func (nopObserver) Round(*redlock.RoundInfo) {}
+func (nopObserver) Event(redlock.Event)      {}
+
+// An uncontended TryLock+Unlock on five real nodes without observers,
+// with one that does nothing, and with WithMetrics: the difference
+// between the last two is what recording costs.
+func BenchmarkRedis_tryLockUnlock(b *testing.B) {
+	e := newEnv(b)
+	for _, bc := range []struct {
+		name string
+		opts []redlock.Option
+	}{
+		{"none", nil},
+		{"nopObserver", []redlock.Option{redlock.WithObserver(nopObserver{})}},
+		{"metrics", nil}, // e.client adds WithMetrics
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var c *redlock.Client
+			if bc.name == "metrics" {
+				c, _ = e.client()
+			} else {
+				c = e.plainClient(bc.opts...)
+			}
+			ctx := context.Background()
+			key := newKey(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := c.TryLock(ctx, key, longTTL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
