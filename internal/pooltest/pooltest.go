@@ -557,19 +557,19 @@ func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Po
 			}
 			got <- l
 		}()
+		// The waiter is queued on a quorum of nodes: on a busy machine a
+		// node may time out (the holder's lock then stands on the others).
 		require.Eventually(t, func() bool {
 			in, err := a.Inspect(ctx, key)
 			require.NoError(t, err)
 			queued := 0
 			for _, n := range in.Nodes {
-				if n.Err != nil {
-					t.Logf("%s: %v", key, n.Err)
-					return false
+				if n.Err == nil && n.Queued > 0 {
+					queued++
 				}
-				queued += n.Queued
 			}
-			return queued == len(clusters)
-		}, waitLimit, 5*time.Millisecond, "%s: the waiter is queued on every node", key)
+			return queued >= in.Quorum
+		}, waitLimit, 5*time.Millisecond, "%s: the waiter is queued on a quorum of nodes", key)
 		require.NoError(t, held.Extend(ctx, 10*time.Second))
 		require.NoError(t, held.Unlock(ctx))
 		next := <-got
