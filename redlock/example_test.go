@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/quorumlock/redlock/pool"
@@ -217,4 +219,17 @@ func ExampleClient_LockMulti() {
 	}
 	defer lock.Unlock(context.Background())
 	fmt.Println("holding", lock.Keys())
+}
+
+func ExampleWithLogger() {
+	var pools []pool.Pool // built as in the package example
+
+	// Lost locks and failing nodes are logged at Warn; tokens and
+	// passwords never are.
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	client, err := redlock.New(pools, redlock.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
 }
