@@ -31,35 +31,52 @@ type Factory struct {
 	// client) to be closed when t ends. A client that authenticates when
 	// it is made (rueidis) refuses a wrong password then, before any pool
 	// exists: New checks that error itself and returns nil.
+	//
+	// The client's own I/O timeouts (read, write, dial) should be at least
+	// 3s: the suite gives calls to paused nodes deadlines of 250ms and
+	// wants them back well before such a timeout, so that only the
+	// caller's deadline can have ended them.
 	New func(t testing.TB, addr, password string) pool.Pool
 	// Subscriber says the pools implement pool.Subscriber; the suite then
-	// checks their publish/subscribe and that waiters are handed the key.
+	// requires it and checks their publish/subscribe and that waiters are
+	// handed the key. A pool that implements it unasked is checked too.
 	Subscriber bool
+	// Reconnector says the pools implement pool.Reconnector; the suite
+	// then requires it and checks that Generation grows when the pool
+	// reconnects to a restarted node, and only then. A pool that
+	// implements it unasked is checked too.
+	Reconnector bool
 }
 
 // Bounds: generous, since the machines are shared; the checks say "a call
-// is bounded", not "a call is fast".
+// is bounded by its deadline", not "a call is fast". boundedBy is well
+// below the client timeouts a Factory sets (3s at least), so that a call
+// that waited for those instead of its deadline fails the check.
 const (
-	shortDeadline = 300 * time.Millisecond
-	boundedBy     = 3 * time.Second
+	shortDeadline = 250 * time.Millisecond
+	boundedBy     = shortDeadline + 1250*time.Millisecond
 	waitLimit     = 10 * time.Second
 )
 
-// Run runs every check of the suite as subtests of t.
+// Run runs every check of the suite as subtests of t. Each check starts
+// its own redis-server nodes (internal/redistest) and makes its pools with
+// f.New.
 func Run(t *testing.T, f Factory) {
 	t.Run("Replies", func(t *testing.T) { replies(t, f) })
+	t.Run("RESP2Replies", func(t *testing.T) { resp2Replies(t, f) })
 	t.Run("ErrorReplies", func(t *testing.T) { errorReplies(t, f) })
+	t.Run("ConcurrentCalls", func(t *testing.T) { concurrentCalls(t, f) })
+	t.Run("Closed", func(t *testing.T) { closedPool(t, f) })
 	t.Run("NoScript", func(t *testing.T) { noScript(t, f) })
 	t.Run("WrongPassword", func(t *testing.T) { wrongPassword(t, f) })
 	t.Run("PausedAndKilledNodes", func(t *testing.T) { pausedAndKilled(t, f) })
-	if f.Subscriber {
-		t.Run("PubSub", func(t *testing.T) { pubSub(t, f) })
-	}
+	t.Run("PubSub", func(t *testing.T) { pubSub(t, f) })
+	t.Run("PubSubClose", func(t *testing.T) { pubSubClose(t, f) })
+	t.Run("PubSubNoSilentReconnect", func(t *testing.T) { pubSubNoSilentReconnect(t, f) })
+	t.Run("Generation", func(t *testing.T) { generation(t, f) })
 	t.Run("QuorumSubsets", func(t *testing.T) { quorumSubsets(t, f) })
 	t.Run("Waiters", func(t *testing.T) { waiters(t, f) })
-	if f.Subscriber {
-		t.Run("HandOff", func(t *testing.T) { handOff(t, f) })
-	}
+	t.Run("HandOff", func(t *testing.T) { handOff(t, f) })
 	t.Run("Fencing", func(t *testing.T) { fencing(t, f) })
 	t.Run("ExtendAndUnlock", func(t *testing.T) { extendAndUnlock(t, f) })
 }
@@ -208,33 +225,76 @@ func wrongPassword(t *testing.T, f Factory) {
 	require.NoError(t, err)
 }
 
+// pausedAndKilled checks that calls to a paused node (SIGSTOP: the
+// connection stays open and nothing answers) and to a killed one return
+// by the caller's deadline with a *pool.NodeError: on a connection the
+// pool had, on the pool's first connection (dialled and set up while the
+// node is paused), for DialPubSub, and without a deadline (the pool's own
+// bound). The pool recovers when the node answers again.
 func pausedAndKilled(t *testing.T, f Factory) {
 	s := redistest.StartT(t, 1).Node(0)
 	p := newPool(t, f, s.Addr(), "")
 	_, err := p.Do(ctxT(t, waitLimit), "PING") // connected
 	require.NoError(t, err)
-
-	require.NoError(t, s.Pause())
-	for _, call := range []func(context.Context) error{
-		func(ctx context.Context) error { _, err := p.Do(ctx, "GET", "k"); return err },
-		func(ctx context.Context) error { _, err := p.Eval(ctx, pool.NewScript(0, "return 1")); return err },
-	} {
+	fresh := newPool(t, f, s.Addr(), "") // made, not used yet
+	script := pool.NewScript(0, "return 1")
+	bounded := func(what string, call func(context.Context) error) *pool.NodeError {
+		t.Helper()
 		start := time.Now()
 		err := call(ctxT(t, shortDeadline))
-		require.Less(t, time.Since(start), boundedBy, "a call on a paused node returns by its deadline")
-		requireNodeError(t, err, s.Addr())
+		took := time.Since(start)
+		require.Less(t, took, boundedBy, "%s: a call on an unresponsive node returns by its deadline", what)
+		t.Logf("%s: %v after %v", what, err, took.Round(time.Millisecond))
+		return requireNodeError(t, err, s.Addr())
 	}
+
+	require.NoError(t, s.Pause())
+	bounded("Do on a paused node", func(ctx context.Context) error { _, err := p.Do(ctx, "GET", "k"); return err })
+	bounded("Eval on a paused node", func(ctx context.Context) error { _, err := p.Eval(ctx, script); return err })
+	bounded("first Do on a paused node", func(ctx context.Context) error { _, err := fresh.Do(ctx, "GET", "k"); return err })
+	bounded("first Eval on a paused node", func(ctx context.Context) error { _, err := fresh.Eval(ctx, script); return err })
+	if sub, ok := p.(pool.Subscriber); ok {
+		// Connecting needs no answer unless the pool asks for one: a
+		// connection may open. It must close all the same.
+		evs := &events{ch: make(chan pool.PubSubEvent, 8)}
+		start := time.Now()
+		c, err := sub.DialPubSub(ctxT(t, shortDeadline), evs.on)
+		require.Less(t, time.Since(start), boundedBy, "DialPubSub on a paused node returns by its deadline")
+		if err != nil {
+			ne := requireNodeError(t, err, s.Addr())
+			require.Equal(t, "dial", ne.Op)
+		} else {
+			start = time.Now()
+			require.NoError(t, c.Close())
+			require.Less(t, time.Since(start), boundedBy, "Close does not wait for a paused node")
+			require.Equal(t, pool.PubSubClosed, evs.nextExcept(t, pool.PubSubPong).Kind)
+		}
+	}
+	start := time.Now()
+	_, err = p.Do(context.Background(), "GET", "k")
+	require.Less(t, time.Since(start), waitLimit, "a call without a deadline is bounded by the pool")
+	requireNodeError(t, err, s.Addr())
 	require.NoError(t, s.Resume())
-	require.Eventually(t, func() bool {
-		_, err := p.Do(ctxT(t, waitLimit), "PING")
-		return err == nil
-	}, waitLimit, 10*time.Millisecond, "the pool recovers once the node answers again")
+	for _, q := range []pool.Pool{p, fresh} {
+		require.Eventually(t, func() bool {
+			_, err := q.Do(ctxT(t, waitLimit), "PING")
+			return err == nil
+		}, waitLimit, 10*time.Millisecond, "the pool recovers once the node answers again")
+	}
 
 	require.NoError(t, s.Kill())
-	start := time.Now()
-	_, err = p.Do(ctxT(t, shortDeadline), "PING")
-	require.Less(t, time.Since(start), boundedBy)
-	requireNodeError(t, err, s.Addr())
+	bounded("Do on a killed node", func(ctx context.Context) error { _, err := p.Do(ctx, "PING"); return err })
+	bounded("Eval on a killed node", func(ctx context.Context) error { _, err := p.Eval(ctx, script); return err })
+	if sub, ok := p.(pool.Subscriber); ok {
+		ne := bounded("DialPubSub to a killed node", func(ctx context.Context) error {
+			c, err := sub.DialPubSub(ctx, func(pool.PubSubEvent) {})
+			if err == nil {
+				_ = c.Close()
+			}
+			return err
+		})
+		require.Equal(t, "dial", ne.Op)
+	}
 	require.NoError(t, s.Restart())
 	require.Eventually(t, func() bool {
 		_, err := p.Do(ctxT(t, waitLimit), "PING")
@@ -271,8 +331,7 @@ func (e *events) nextExcept(t testing.TB, skip pool.PubSubKind) pool.PubSubEvent
 
 func pubSub(t *testing.T, f Factory) {
 	s := redistest.StartT(t, 1).Node(0)
-	sub, ok := newPool(t, f, s.Addr(), "").(pool.Subscriber)
-	require.True(t, ok, "the pool implements pool.Subscriber")
+	sub := subscriberOf(t, f, newPool(t, f, s.Addr(), ""))
 	evs := &events{ch: make(chan pool.PubSubEvent, 64)}
 	c, err := sub.DialPubSub(ctxT(t, waitLimit), evs.on)
 	require.NoError(t, err)
@@ -291,6 +350,15 @@ func pubSub(t *testing.T, f Factory) {
 	_, err = s.Do("PUBLISH", "b", "")
 	require.NoError(t, err)
 	require.Equal(t, pool.PubSubEvent{Kind: pool.PubSubMessage, Channel: "b"}, evs.nextExcept(t, pool.PubSubPong), "an empty message")
+	const burst = 50
+	for i := range burst {
+		_, err = s.Do("PUBLISH", []string{"a", "b"}[i%2], fmt.Sprint(i))
+		require.NoError(t, err)
+	}
+	for i := range burst {
+		require.Equal(t, pool.PubSubEvent{Kind: pool.PubSubMessage, Channel: []string{"a", "b"}[i%2], Data: fmt.Sprint(i)},
+			evs.nextExcept(t, pool.PubSubPong), "messages arrive in order")
+	}
 	require.NoError(t, c.Ping())
 	require.Equal(t, pool.PubSubPong, evs.next(t).Kind)
 	require.NoError(t, c.Unsubscribe("a"))
@@ -325,8 +393,21 @@ func newLockEnv(t *testing.T, f Factory) *lockEnv {
 	return e
 }
 
+// ready waits until every pool answers again (after its node was paused or
+// restarted).
+func (e *lockEnv) ready(t testing.TB) {
+	t.Helper()
+	for i, p := range e.pools {
+		require.Eventually(t, func() bool {
+			_, err := p.Do(ctxT(t, waitLimit), "PING")
+			return err == nil
+		}, waitLimit, 5*time.Millisecond, "node %d answers its pool again", i)
+	}
+}
+
 // client makes a Client on the env's pools. Its node timeout is a second,
-// not 50ms: the checks are of the pools, on machines that may be busy.
+// not 50ms, unless opts say otherwise: the checks are of the pools, on
+// machines that may be busy.
 func (e *lockEnv) client(t testing.TB, opts ...redlock.Option) *redlock.Client {
 	c, err := redlock.New(e.pools, append([]redlock.Option{redlock.WithNodeTimeout(time.Second)}, opts...)...)
 	require.NoError(t, err)
@@ -334,39 +415,101 @@ func (e *lockEnv) client(t testing.TB, opts ...redlock.Option) *redlock.Client {
 	return c
 }
 
+// quorumSubsets takes a lock with every subset of the 5 nodes down, some
+// paused and some killed (which depends on the subset, so that each node
+// is paused in some and killed in others): TryLock succeeds, with the key
+// set on every live node, exactly when a quorum (3) is up, and fails
+// otherwise naming the nodes that failed; either way it returns within
+// the bound, and once the nodes are back no key is left held (the TTL is
+// longer than the check waits: only a release can have removed it).
 func quorumSubsets(t *testing.T, f Factory) {
 	e := newLockEnv(t, f)
-	c := e.client(t, redlock.WithRestartSafety(0))
-	for n, down := range [][]int{{}, {0}, {1, 3}, {0, 2, 4}, {1, 2, 3, 4}, {4}, {0, 1}} {
-		for _, i := range down {
-			require.NoError(t, e.nodes.Node(i).Pause())
+	// A node timeout above the default (50ms): with two nodes down, every
+	// live node must answer in time, on a shared machine under -race.
+	c := e.client(t, redlock.WithRestartSafety(0), redlock.WithNodeTimeout(250*time.Millisecond))
+	const ttl = time.Minute
+	for mask := range 1 << 5 {
+		var down, paused, killed []int
+		for i := range 5 {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			down = append(down, i)
+			if (i+mask)%2 == 0 {
+				killed = append(killed, i)
+				require.NoError(t, e.nodes.Node(i).Kill())
+			} else {
+				paused = append(paused, i)
+				require.NoError(t, e.nodes.Node(i).Pause())
+			}
 		}
-		key := fmt.Sprintf("lock:subset:%d", n)
+		what := fmt.Sprintf("paused %v, killed %v", paused, killed)
+		key := fmt.Sprintf("lock:subset:%02d", mask)
 		start := time.Now()
-		l, err := c.TryLock(ctxT(t, waitLimit), key, 10*time.Second)
-		require.Less(t, time.Since(start), boundedBy, "bounded by the node timeout")
+		l, err := c.TryLock(ctxT(t, waitLimit), key, ttl)
+		require.Less(t, time.Since(start), boundedBy, "%s: bounded by the node timeout", what)
 		if len(down) <= 2 {
-			require.NoError(t, err, "nodes %v down: a quorum is up", down)
-			require.NoError(t, l.Unlock(ctxT(t, waitLimit)))
+			require.NoError(t, err, "%s: a quorum is up", what)
+			// A quorum of the live nodes holds the key (one beyond the
+			// quorum may answer after TryLock returned, or fail).
+			require.Eventually(t, func() bool {
+				n := 0
+				for i, s := range e.nodes.Nodes() {
+					if mask&(1<<i) == 0 {
+						if v, _ := s.Do("GET", key); v != nil && text(t, v) == l.Token() {
+							n++
+						}
+					}
+				}
+				return n >= 3
+			}, waitLimit, 5*time.Millisecond, "%s: a quorum holds the key", what)
+			require.NoError(t, l.Unlock(ctxT(t, waitLimit)), what)
 		} else {
-			require.ErrorIs(t, err, redlock.ErrNotAcquired, "nodes %v down", down)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, what)
 			var qe *redlock.QuorumError
 			require.ErrorAs(t, err, &qe)
-			require.False(t, qe.Busy(), "unreachable, not busy")
-		}
-		for _, i := range down {
-			require.NoError(t, e.nodes.Node(i).Resume())
-		}
-		// Nothing is left held: the key is free on every node once the
-		// releases of the background have landed.
-		require.Eventually(t, func() bool {
-			for _, s := range e.nodes.Nodes() {
-				if v, _ := s.Do("EXISTS", key); v != int64(0) {
-					return false
+			require.False(t, qe.Busy(), "%s: unreachable, not busy", what)
+			require.Zero(t, qe.Count(redlock.NodeRefused), what)
+			for _, i := range down {
+				n := qe.Nodes[i]
+				require.NotEqual(t, redlock.NodeOK, n.Status, "%s: node %d", what, i)
+				if n.Status == redlock.NodeFailed { // else pending: no reply within the node timeout
+					requireNodeError(t, n.Err, e.nodes.Node(i).Addr())
 				}
 			}
-			return true
-		}, waitLimit, 10*time.Millisecond, "nodes %v down: a key is left held", down)
+		}
+		for _, i := range paused {
+			require.NoError(t, e.nodes.Node(i).Resume())
+		}
+		for _, i := range killed {
+			require.NoError(t, e.nodes.Node(i).Restart())
+		}
+		e.ready(t)
+		// Nothing is left held: the key is free on every node once the
+		// releases of the background have landed.
+		requireReleased(t, e.nodes, key, what)
+	}
+}
+
+// requireReleased waits until key is gone from every node, and fails
+// naming the nodes that keep it.
+func requireReleased(t testing.TB, nodes *redistest.Cluster, key, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		var held []string
+		for i, s := range nodes.Nodes() {
+			if v, _ := s.Do("PTTL", key); v != int64(-2) {
+				held = append(held, fmt.Sprintf("node %d (PTTL %v)", i, v))
+			}
+		}
+		if len(held) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s is left held on %v", what, key, held)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -421,31 +564,37 @@ func waiters(t *testing.T, f Factory) {
 
 // handOff checks that a release is announced and hands the key to the
 // head of the queue: the first holder took the key with TryLock, so its
-// release frees the key and the first waiter takes it with a round; that
-// waiter's release gives the key to the second, which holds it without a
-// round when the announcements of a quorum of nodes arrive within the
-// grace period (a few ms). On a busy machine they may not: then the waiter
+// release frees the key and the first waiter takes it with a round; each
+// waiter's release then gives the key to the next, which holds it without
+// a round when the announcements of a quorum of nodes arrive within the
+// grace period (a few ms). On a busy machine they may not: then a waiter
 // takes the key with a round, and the scenario is tried again, up to 3
-// times.
+// times. In every attempt the waiters get the key in the order they came,
+// one at a time, without waiting for a TTL.
 func handOff(t *testing.T, f Factory) {
 	e := newLockEnv(t, f)
+	if _, ok := e.pools[0].(pool.Subscriber); !ok {
+		require.False(t, f.Subscriber, "the Factory says the pool implements pool.Subscriber")
+		t.Skip("the pool does not implement pool.Subscriber: waiters poll")
+	}
 	for attempt := range 3 {
 		if handOffOnce(t, e, fmt.Sprint("lock:handoff:", attempt)) {
 			return
 		}
-		t.Logf("attempt %d: the second waiter took the key with a round", attempt)
+		t.Logf("attempt %d: a later waiter took the key with a round", attempt)
 	}
-	t.Fatal("the second waiter never held the key by hand-offs")
+	t.Fatal("the later waiters never held the key by hand-offs")
 }
 
-// handOffOnce runs the scenario of handOff on key and reports whether the
-// second waiter held the key by hand-offs.
+// handOffOnce runs the scenario of handOff on key and reports whether
+// every waiter after the first held the key by a hand-off.
 func handOffOnce(t *testing.T, e *lockEnv, key string) bool {
 	holder := e.client(t)
-	held, err := holder.TryLock(ctxT(t, waitLimit), key, 10*time.Second)
+	held, err := holder.TryLock(ctxT(t, waitLimit), key, time.Minute)
 	require.NoError(t, err)
-	recs := []*handoffs{{}, {}}
-	got := make(chan int, 2)
+	recs := []*handoffs{{}, {}, {}}
+	got := make(chan int, len(recs))
+	var holding atomic.Int32
 	var wg sync.WaitGroup
 	defer wg.Wait() // the Unlocks end before the Clients close
 	for i, rec := range recs {
@@ -453,19 +602,23 @@ func handOffOnce(t *testing.T, e *lockEnv, key string) bool {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Lock(ctxT(t, waitLimit), key, 10*time.Second)
+			l, err := c.Lock(ctxT(t, waitLimit), key, time.Minute)
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				got <- i
 				return
 			}
+			if n := holding.Add(1); n != 1 {
+				t.Errorf("waiter %d holds the key with %d others", i, n-1)
+			}
 			got <- i
 			time.Sleep(20 * time.Millisecond)
+			holding.Add(-1)
 			if err := l.Unlock(ctxT(t, waitLimit)); err != nil {
 				t.Errorf("waiter %d: unlock: %v", i, err)
 			}
 		}()
-		// The second waiter begins once the first is queued on every node.
+		// The next waiter begins once this one is queued on every node.
 		require.Eventually(t, func() bool {
 			in, err := holder.Inspect(ctxT(t, waitLimit), key)
 			require.NoError(t, err)
@@ -479,36 +632,89 @@ func handOffOnce(t *testing.T, e *lockEnv, key string) bool {
 	}
 	start := time.Now()
 	require.NoError(t, held.Unlock(ctxT(t, waitLimit)))
-	require.Equal(t, 0, <-got, "the first waiter goes first")
-	require.Equal(t, 1, <-got)
-	require.Less(t, time.Since(start), 2*time.Second, "the waiters hear of the releases: no one waits for a TTL")
-	return recs[1].n.Load() > 0
+	for i := range recs {
+		require.Equal(t, i, <-got, "the waiters get the key in the order they came")
+	}
+	require.Less(t, time.Since(start), 3*time.Second, "the waiters hear of the releases: no one waits for a TTL")
+	for _, rec := range recs[1:] {
+		if rec.n.Load() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
+// fencing checks that the fences of a key's holders grow strictly from
+// holder to holder, for Clients that take turns and for Clients that
+// compete.
 func fencing(t *testing.T, f Factory) {
 	e := newLockEnv(t, f)
-	a, b := e.client(t), e.client(t)
+	clients := []*redlock.Client{e.client(t), e.client(t), e.client(t)}
 	var last uint64
 	for i := range 6 {
-		c := a
-		if i%2 == 1 {
-			c = b
-		}
-		l, err := c.Lock(ctxT(t, waitLimit), "lock:fenced", 10*time.Second, redlock.WithFencing())
+		l, err := clients[i%2].Lock(ctxT(t, waitLimit), "lock:fenced", time.Minute, redlock.WithFencing())
 		require.NoError(t, err)
 		require.Greater(t, l.Fence(), last, "fences grow from holder to holder")
 		last = l.Fence()
 		require.NoError(t, l.Unlock(ctxT(t, waitLimit)))
 	}
+
+	var mu sync.Mutex
+	var fences []uint64
+	var wg sync.WaitGroup
+	for w, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 4 {
+				l, err := c.Lock(ctxT(t, waitLimit), "lock:fenced", time.Minute, redlock.WithFencing())
+				if err != nil {
+					t.Errorf("client %d round %d: %v", w, r, err)
+					return
+				}
+				mu.Lock() // held while the lock is: the order of the holds
+				fences = append(fences, l.Fence())
+				mu.Unlock()
+				if err := l.Unlock(ctxT(t, waitLimit)); err != nil {
+					t.Errorf("client %d round %d: unlock: %v", w, r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, fences, 3*4)
+	for _, fence := range fences {
+		require.Greater(t, fence, last, "fences grow from holder to holder: %v", fences)
+		last = fence
+	}
 }
 
+// extendAndUnlock checks Extend and Unlock: on nodes that lost the scripts
+// (SCRIPT FLUSH: EVAL after NOSCRIPT, through the lock client), a held
+// lock is extended and refuses another owner, an extension never revives
+// a lock whose key is gone, and Unlock then reports the loss.
 func extendAndUnlock(t *testing.T, f Factory) {
 	e := newLockEnv(t, f)
 	c := e.client(t)
+	flush := func() {
+		for _, s := range e.nodes.Nodes() {
+			_, err := s.Do("SCRIPT", "FLUSH")
+			require.NoError(t, err)
+		}
+	}
 	l, err := c.TryLock(ctxT(t, waitLimit), "lock:ext", 10*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, l.Extend(ctxT(t, waitLimit), 20*time.Second))
-	require.Greater(t, l.Validity(), 15*time.Second)
+	flush()
+	require.NoError(t, l.Extend(ctxT(t, waitLimit), time.Minute))
+	require.Greater(t, l.Validity(), 50*time.Second)
+	for _, s := range e.nodes.Nodes() {
+		// A node beyond the quorum may answer after Extend returned.
+		require.Eventually(t, func() bool {
+			v, err := s.Do("PTTL", "lock:ext")
+			return err == nil && v.(int64) > 50_000
+		}, waitLimit, 5*time.Millisecond, "the new TTL is set on %s", s.Addr())
+	}
 	_, err = c.TryLock(ctxT(t, waitLimit), "lock:ext", 10*time.Second)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
@@ -520,6 +726,22 @@ func extendAndUnlock(t *testing.T, f Factory) {
 	}
 	require.True(t, errors.Is(l.Extend(ctxT(t, waitLimit), 10*time.Second), redlock.ErrLockLost), "an extension never revives a lock")
 	require.ErrorIs(t, l.Unlock(ctxT(t, waitLimit)), redlock.ErrLockLost)
+	for _, s := range e.nodes.Nodes() {
+		v, err := s.Do("EXISTS", "lock:ext")
+		require.NoError(t, err)
+		require.Equal(t, int64(0), v, "nothing recreated on %s", s.Addr())
+	}
+
+	l, err = c.TryLock(ctxT(t, waitLimit), "lock:ext2", time.Minute)
+	require.NoError(t, err)
+	flush()
+	require.NoError(t, l.Unlock(ctxT(t, waitLimit)))
+	for _, s := range e.nodes.Nodes() {
+		require.Eventually(t, func() bool {
+			v, err := s.Do("EXISTS", "lock:ext2")
+			return err == nil && v == int64(0)
+		}, waitLimit, 5*time.Millisecond, "released on %s", s.Addr())
+	}
 }
 
 // RunCluster checks a pool whose node is a Redis Cluster: newPool makes
@@ -539,7 +761,10 @@ func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Po
 			pools[i] = newPool(t, rc.Addrs())
 			t.Cleanup(func() { _ = pools[i].Close() })
 		}
-		c, err := redlock.New(pools, redlock.WithRestartSafety(0))
+		// A fresh cluster client's first call loads the slots and dials a
+		// master: more than the default node timeout (50ms) on a busy
+		// machine under -race.
+		c, err := redlock.New(pools, redlock.WithRestartSafety(0), redlock.WithNodeTimeout(time.Second))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		return c

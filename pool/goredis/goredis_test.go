@@ -19,11 +19,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // factory makes goredis pools over *redis.Client with the given options.
+// The client's own timeouts (5s) are longer than the suite's deadlines, and
+// it does not retry, so that the suite sees the pool's own bounds.
 func factory(protocol int, contextTimeouts bool) pooltest.Factory {
-	return pooltest.Factory{Subscriber: true, New: func(t testing.TB, addr, password string) pool.Pool {
+	return pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, Protocol: protocol,
-			ContextTimeoutEnabled: contextTimeouts, DialTimeout: time.Second,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+			ContextTimeoutEnabled: contextTimeouts, DialTimeout: 5 * time.Second,
+			ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		return goredis.New(c)
 	}}
@@ -36,6 +38,16 @@ func TestConformance_RESP2(t *testing.T) { pooltest.Run(t, factory(2, true)) }
 // Without ContextTimeoutEnabled go-redis applies only its own timeouts to
 // the sockets: the pool still returns at the caller's deadline.
 func TestConformance_withoutContextTimeouts(t *testing.T) { pooltest.Run(t, factory(3, false)) }
+
+// A client as most programs make it: go-redis' defaults (RESP3, no
+// ContextTimeoutEnabled, 3s timeouts, 3 retries).
+func TestConformance_clientDefaults(t *testing.T) {
+	pooltest.Run(t, pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
+		t.Cleanup(func() { _ = c.Close() })
+		return goredis.New(c)
+	}})
+}
 
 func TestNew_nilClientIsANilPool(t *testing.T) {
 	require.Nil(t, goredis.New(nil))
