@@ -88,10 +88,6 @@ const (
 
 var nodeOutcomeNames = [numNodeOutcomes]string{"ok", "refused", "failed"}
 
-// opHandoff is the Op of a lock taken by hand-offs: its nodes have no
-// latency.
-const opHandoff redlock.Op = "handoff"
-
 // WithMetrics returns a Client option that records OpenTelemetry metrics
 // of the Client's locks and nodes with meters from mp (scope ScopeName).
 // A nil mp stands for the global MeterProvider, otel.GetMeterProvider(),
@@ -203,7 +199,7 @@ func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
 
 // Round records the latency of every node of the round that replied.
 func (o *observer) Round(info *redlock.RoundInfo) {
-	if info.Op == opHandoff || !o.node.Enabled(o.ctx) {
+	if info.Op == redlock.OpHandoff || !o.node.Enabled(o.ctx) {
 		return
 	}
 	for i := range info.Nodes {

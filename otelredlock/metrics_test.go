@@ -74,7 +74,7 @@ func TestLostCause(t *testing.T) {
 // refused, one failed with a reply, one pending.
 func round() *redlock.RoundInfo {
 	ms := time.Millisecond
-	return &redlock.RoundInfo{Op: "acquire", Key: "orders:42", Start: time.Now(), Duration: 3 * ms, Quorum: true,
+	return &redlock.RoundInfo{Op: "acquire", Key: "orders:42", Start: time.Now(), Duration: 3 * ms, Won: true,
 		Validity: 9 * time.Second, Drift: 100 * ms,
 		Nodes: []redlock.NodeResult{
 			{Addr: "a:1", Status: redlock.NodeOK, Latency: ms},
@@ -91,7 +91,7 @@ func TestObserver_recordsEveryInstrumentWithItsAttributes(t *testing.T) {
 	o := newObserver(m.provider)
 
 	o.Round(round())
-	o.Round(&redlock.RoundInfo{Op: "handoff", Quorum: true, Nodes: []redlock.NodeResult{{Addr: "a:1", Status: redlock.NodeOK}}})
+	o.Round(&redlock.RoundInfo{Op: "handoff", Won: true, Nodes: []redlock.NodeResult{{Addr: "a:1", Status: redlock.NodeOK}}})
 	unlock := round()
 	unlock.Op = "unlock"
 	o.Round(unlock)

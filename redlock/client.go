@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/internal/wire"
 
 	"github.com/quorumlock/redlock/pool"
 )
@@ -32,8 +33,7 @@ type Client struct {
 	// tokenPrefix starts the tokens of the Client's rounds: "<id>:", so
 	// that Inspect can tell whose a lock is (tokenClient).
 	tokenPrefix string
-	// The acquisition script's fixed arguments, boxed once.
-	refreshMs, slackMs, windowArg any
+	queue       wire.Queue // the queue scripts' fixed arguments, boxed once
 
 	bg     background // the work Close waits for (background.go)
 	timers sync.Pool  // spare clock.Timers for rounds (Client.timer)
@@ -89,7 +89,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.initRestarts()
 	c.id = strconv.FormatUint(rand.Uint64(), 36)
 	c.tokenPrefix = c.id + ":"
-	c.refreshMs, c.slackMs, c.windowArg = c.refresh().Milliseconds(), c.entrySlack().Milliseconds(), c.windowMs()
+	c.queue = wire.NewQueue(c.windowMs(), c.entrySlack().Milliseconds(), c.refresh().Milliseconds())
 	for _, p := range pools {
 		if _, ok := p.(pool.Starter); !ok {
 			c.allStart = false
@@ -194,93 +194,76 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if c.observing() {
 		since = c.cfg.clock.Now()
 	}
-	l, _, err := c.acquire(ctx, key, ttl, cfg, nil, true)
-	c.acquired(key, since, false, l, err)
+	g, err := c.mutexGrab(key, ttl, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := c.take(ctx, &g)
+	c.acquired(key, since, time.Time{}, l, err)
 	return l, err
 }
 
-// acquire is one acquisition round with a new token (two with fencing),
-// for the waiting Lock call w (nil for TryLock). A plain round sends SET
-// NX PX, the cheapest command there is; otherwise the acquisition script
-// runs, which also queues w when the key is held and reports the holder's
-// TTL. A reservation of the key for a waiter refuses SET NX too. A fenced
-// acquisition always runs the script, which also reads the fence
-// counters, and then stores the fence on a quorum (storeFence). It
-// returns the round too, nil when none was sent, so that a waiting Lock
-// can read the refusals.
-func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, cfg lockConfig, w *waiter, plain bool) (*Lock, *round, error) {
-	plain = plain && !cfg.fencing
-	token, err := c.roundToken(w, plain)
-	if err != nil {
-		return nil, nil, err
+// mutexGrab describes an acquisition round of key: a plain one (SET NX
+// PX, the cheapest command there is) unless w is a waiting call's round
+// (nil for none) or the lock is fenced; otherwise the acquisition script, which also
+// queues w when the key is held and reports the holder's TTL (a
+// reservation of the key for a waiter refuses SET NX too). The token is
+// new, or for the round of a waiter that takes hand-offs, its hand-off
+// token and the round's number (waiterRoundToken).
+func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wire.Waiter) (grab, error) {
+	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, release: mutexRelease}
+	var err error
+	if w != nil && w.Handoff != "" {
+		g.token = waiterRoundToken(w.Handoff, w.Round)
+	} else if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
+		return g, err
 	}
 	ms := ttl.Milliseconds()
-	var o op
-	if plain {
-		o = op{cmd: "SET", args: []any{key, token, "NX", "PX", ms}, status: setStatus}
+	if w == nil && !cfg.fencing {
+		g.req = request{cmd: "SET", args: wire.SetArgs(key, g.token, ms), status: setStatus}
 	} else {
 		var epoch string
 		if cfg.fencing {
 			if epoch, err = newToken(); err != nil {
-				return nil, nil, err
+				return g, err
 			}
 		}
-		o = op{script: acquireScript, args: c.acquireArgs(key, token, ms, w, epoch), status: acquireStatus, keep: true}
-	}
-	o.gate = true // restart safety: only trusted nodes count
-	c.beforeAcquire(ctx, ttl)
-	r, err := c.run(ctx, false, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	until := c.validUntil(r.start, ttl)
-	c.observeRound(opAcquire, key, r, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
-	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, r, c.failAcquire(ctx, key, token, r, until, ttl)
-	}
-	var fence uint64
-	if cfg.fencing {
-		if fence, err = c.storeFence(ctx, key, token, r, until, ttl, cfg.minValidity); err != nil {
-			return nil, r, err
+		var ww wire.Waiter // a caller that does not wait, unless w is one
+		if w != nil {
+			ww = *w
 		}
-		// The validity is counted from the first round's start, after both.
-		if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-			return nil, r, c.failAcquire(ctx, key, token, r, until, ttl)
-		}
+		g.req = request{script: wire.Acquire, args: c.queue.AcquireArgs(key, g.token, ms, ww, epoch),
+			status: grantStatus, keep: true}
 	}
-	l := c.newLock(ctx, key, token, ttl, r, until, cfg)
-	l.fence, l.boxed = fence, r.keyToken()
-	return l, r, nil
+	g.req.gate = true // restart safety: only trusted nodes count
+	return g, nil
 }
 
-// newLock returns the handle of a lock acquired in round r (or by the
-// hand-offs that followed it), valid until until.
-func (c *Client) newLock(ctx context.Context, key, token string, ttl time.Duration, r *round, until time.Time, cfg lockConfig) *Lock {
-	l := &Lock{c: c, key: key, token: token, until: until, since: r.start,
-		acquired: r.start, parent: ctx, ttl: ttl, margin: cfg.margin}
+// mutexRelease gives up a failed round of one key: the short release
+// after a plain SET NX round (a first try: the key is most likely not
+// contended), the queue's release after a waiter's script round.
+func mutexRelease(c *Client, g *grab) (*pool.Script, []any) {
+	if g.req.script == nil {
+		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
+	}
+	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
+}
+
+// newLock returns the handle of the lock g's round r (or the hand-offs
+// that followed it) acquired, valid until until.
+func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time) *Lock {
+	l := &Lock{c: c, key: g.key, keys: g.keys, token: g.token, until: until, since: r.start,
+		acquired: r.start, parent: ctx, ttl: g.ttl, margin: g.cfg.margin, plainArgs: r.keyToken()}
 	l.after.add(r)
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.
-	if cfg.maxHold > 0 {
-		l.holdEnd = r.start.Add(cfg.maxHold)
+	if g.cfg.maxHold > 0 {
+		l.holdEnd = r.start.Add(g.cfg.maxHold)
 	}
-	if cfg.autoExtend {
-		l.startExtender(cfg)
+	if g.cfg.autoExtend {
+		l.startExtender(g.cfg)
 	}
 	return l
-}
-
-// failAcquire releases a failed acquisition round and returns its error.
-func (c *Client) failAcquire(ctx context.Context, key, token string, r *round, until time.Time, ttl time.Duration) error {
-	validity := until.Sub(c.cfg.clock.Now())
-	c.releaseFailed(ctx, key, token, r, ttl)
-	c.warnRefusals("node refused an acquisition", r)
-	if !r.ok {
-		validity = 0
-	}
-	e := c.quorumError(opAcquire, key, r, ErrNotAcquired, validity)
-	c.readRefusals(e, r)
-	return e
 }
 
 // evalBounded runs script on p, bounded by the node timeout whatever ctx
@@ -302,7 +285,7 @@ func (c *Client) Restore(key, token string) *Lock {
 	if id, handoff, ok := waitToken(token); ok {
 		// A lock that waited: its release also takes the call out of the
 		// queues, and gives up what a node handed to it after its round.
-		l.waited, l.alt = id, handoff
+		l.queueID, l.handoffToken = id, handoff
 	}
 	return l
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -13,35 +14,8 @@ import (
 // not run, with "ERR The user executing the script can't run this command
 // or subcommand script: <sha1>, on @user_script:<line>." (or "can't access
 // ... keys", "can't publish to the channel"): neither NOPERM nor the
-// command's name. The scripts are ours, so the line names the command.
-
-// scriptLines maps each script's SHA1 to the command called on each line
-// of its source.
-var scriptLines = map[string]map[int]string{}
-
-var callRE = regexp.MustCompile(`redis\.p?call\("([A-Za-z]+)"`)
-
-func init() {
-	for _, s := range []struct {
-		script *pool.Script
-		src    string
-	}{
-		{acquireScript, queueSource + acquireSource},
-		{releaseScript, queueSource + releaseSource},
-		{releaseFreeScript, releaseFreeSource},
-		{extendScript, extendSource},
-		{fenceStoreScript, fenceStoreSource},
-		{nodeScript, nodeSource},
-	} {
-		lines := map[int]string{}
-		for n, line := range strings.Split(s.src, "\n") {
-			if m := callRE.FindStringSubmatch(line); m != nil {
-				lines[n+1] = strings.ToUpper(m[1])
-			}
-		}
-		scriptLines[s.script.Hash()] = lines
-	}
-}
+// command's name. The scripts are ours, so the line names the command
+// (wire.Called knows every script's).
 
 var deniedRE = regexp.MustCompile(`The user executing the script can't .* script: ([0-9a-f]{40}), on @user_script:(\d+)`)
 
@@ -55,7 +29,7 @@ func explainDenied(err error) error {
 	cmd := "a command"
 	if m := deniedRE.FindStringSubmatch(string(re)); m != nil {
 		n, _ := strconv.Atoi(m[2])
-		if c, ok := scriptLines[m[1]][n]; ok {
+		if c, ok := wire.Called(m[1], n); ok {
 			cmd = c
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/quorumlock/redlock/pool"
 )
 
 var (
@@ -26,12 +28,6 @@ var (
 	// validity ran out (less the safety margin) or the WithMaxHold limit
 	// was reached, without the lock having been extended in time.
 	ErrExpired = errors.New("redlock: lock expired")
-	// ErrNotAnnounced matches an Unlock that released the lock on a quorum
-	// but could not announce it on some nodes (the user lacks the PUBLISH
-	// permission): the lock is released, and waiting Lock calls wake only
-	// when the key runs out or their retry says so. The *QuorumError
-	// names the nodes (docs/operations.md lists the permissions).
-	ErrNotAnnounced = errors.New("redlock: lock released, but the release was not announced")
 )
 
 // errNilContext is returned by calls given a nil context.
@@ -100,7 +96,7 @@ type QuorumError struct {
 	// refusals alone do not rule out a quorum.
 	RetryAfter time.Duration
 	retryKnown bool  // RetryAfter could be told (it may be 0: the keys run out now)
-	Err        error // ErrNotAcquired, ErrLockLost, or ErrNotAnnounced (unlock)
+	Err        error // ErrNotAcquired (acquire, fence) or ErrLockLost (extend, unlock)
 	Cause      error // the caller's context error, when the context ended the round
 }
 
@@ -122,18 +118,18 @@ type Op string
 
 // The kinds of round.
 const (
-	opAcquire Op = "acquire"
-	opExtend  Op = "extend"
-	opUnlock  Op = "unlock"
-	opFence   Op = "fence"
-	opHandoff Op = "handoff"
+	OpAcquire Op = "acquire" // an acquisition (TryLock, Lock, and the other kinds' calls)
+	OpExtend  Op = "extend"  // Extend, and automatic extension
+	OpUnlock  Op = "unlock"  // Unlock
+	OpFence   Op = "fence"   // the write-back of a fence (WithFencing)
+	OpHandoff Op = "handoff" // RoundInfo only: a lock taken by hand-offs
 )
 
 // Busy reports whether the lock is held by another owner on enough nodes
 // that no quorum was possible: the lock is taken, as opposed to the nodes
 // being unreachable.
 func (e *QuorumError) Busy() bool {
-	return e.Op == opAcquire && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
+	return e.Op == OpAcquire && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
 }
 
 // Error lists the outcome on every node. It never contains the token.
@@ -144,7 +140,7 @@ func (e *QuorumError) Error() string {
 	if e.Cause != nil {
 		fmt.Fprintf(&b, ", stopped by %v", e.Cause)
 	}
-	if e.Count(NodeOK) >= e.Quorum && e.Cause == nil && e.Err != ErrNotAnnounced {
+	if e.Count(NodeOK) >= e.Quorum && e.Cause == nil {
 		fmt.Fprintf(&b, ", validity %v left is too little", e.Validity)
 	}
 	b.WriteString(": ")
@@ -160,7 +156,7 @@ func (e *QuorumError) Error() string {
 }
 
 // doneByOp says what a node that answered NodeOK did, by round.
-var doneByOp = map[Op]string{opAcquire: "acquired", opExtend: "extended", opUnlock: "released", opFence: "stored the fence"}
+var doneByOp = map[Op]string{OpAcquire: "acquired", OpExtend: "extended", OpUnlock: "released", OpFence: "stored the fence"}
 
 func (e *QuorumError) describe(r NodeResult) string {
 	switch r.Status {
@@ -171,7 +167,7 @@ func (e *QuorumError) describe(r NodeResult) string {
 		return doneByOp[e.Op]
 	case NodeRefused:
 		switch {
-		case e.Op != opAcquire:
+		case e.Op != OpAcquire:
 			return "not held by us"
 		case r.Reserved:
 			return fmt.Sprintf("kept for a waiting Lock (%v left)", r.TTL)
@@ -196,4 +192,55 @@ func (e *QuorumError) Unwrap() []error {
 		return []error{e.Err, e.Cause}
 	}
 	return []error{e.Err}
+}
+
+// Classifiers of the errors a round meets.
+
+// asRefusal returns err as a round that did not reach a quorum, which
+// waiting may overcome; nil for anything else.
+func asRefusal(err error) *QuorumError {
+	if err == nil {
+		return nil
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.Cause == nil {
+		return qe
+	}
+	return nil
+}
+
+// answeredWithError reports whether a node of the round answered with an
+// error reply.
+func answeredWithError(qe *QuorumError) bool {
+	for _, n := range qe.Nodes {
+		if n.Status == NodeFailed && replied(n.Err) {
+			return true
+		}
+	}
+	return false
+}
+
+// maySent reports whether a command that failed with err may still have
+// reached the node: false when the pool says it never sent it (no
+// connection, a full queue).
+func maySent(err error) bool {
+	var ne *pool.NodeError
+	return !errors.As(err, &ne) || ne.Op != "dial" && ne.Op != "queue"
+}
+
+// answered reports whether a node whose command failed with err read the
+// command and answered it: an error reply, or a reply restart safety did
+// not count.
+func answered(err error) bool {
+	return replied(err) || errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
+}
+
+// replied reports whether err is the node's own error reply.
+func replied(err error) bool {
+	var ne *pool.NodeError
+	if errors.As(err, &ne) {
+		return ne.Replied()
+	}
+	var re pool.ReplyError
+	return errors.As(err, &re)
 }

@@ -2,13 +2,12 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/keyslot"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -31,53 +30,40 @@ func WithFencing() LockOption {
 // refuse a write whose fence is lower than the highest it has accepted.
 func (l *Lock) Fence() uint64 { return l.fence }
 
-// fenceReply is what a node that granted a fenced acquisition returned:
-// its fence counter for the key and its epoch.
-type fenceReply struct {
-	counter uint64
-	epoch   string
-}
-
-// parseFenceReply reads {1, counter, epoch}.
-func parseFenceReply(reply any) (fenceReply, error) {
-	vs, ok := reply.([]any)
-	if !ok || len(vs) != 3 {
-		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
-	}
-	cs, ok1 := replyString(vs[1])
-	es, ok2 := replyString(vs[2])
-	if !ok1 || !ok2 {
-		return fenceReply{}, fmt.Errorf("unexpected reply %v", reply)
-	}
-	n, err := strconv.ParseUint(cs, 10, 64)
-	if err != nil {
-		return fenceReply{}, fmt.Errorf("fence counter %q: %w", cs, err)
-	}
-	return fenceReply{counter: n, epoch: es}, nil
-}
-
-// fenceOf returns max(counter)+1 over the nodes that granted the lock by
-// the round's decision, and checks their epochs. Equal counters need no
-// tie-break: the fence is a number, not a (number, node) pair, and only
-// the largest counter matters. This is only the first proposal: some of
-// the counters may have been read before an earlier lock's write-back,
-// and the write-back's refusals (storeFence) are what make the fence
+// mintFences returns the fence of every key of g's fenced round r, in
+// the order of its keys: for each key, one more than the largest counter
+// among the nodes that granted r by its decision, written back to a
+// quorum (writeBackFence), and it checks their epochs. Equal counters
+// need no tie-break: the fence is a number, not a (number, node) pair,
+// and only the largest counter matters. That is only the first proposal:
+// some of the counters may have been read before an earlier lock's
+// write-back, and the write-back's refusals are what make the fence
 // larger than that lock's. Nodes that granted after the decision are not
-// read.
-func (c *Client) fenceOf(key string, r *round) uint64 {
-	var top uint64
+// read. It releases nothing: a caller whose fence failed undoes r.
+func (c *Client) mintFences(ctx context.Context, g *grab, r *round, until time.Time) ([]uint64, error) {
+	keys := g.allKeys()
+	fences := make([]uint64, len(keys))
 	for i, n := range r.nodes {
 		if n.Status != NodeOK {
 			continue
 		}
-		fr, err := parseFenceReply(r.replies[i])
+		fs, err := wire.ParseFences(r.replies[i], len(keys))
 		if err != nil {
-			continue // acquireStatus made such a node NodeFailed
+			continue // grantStatus made such a node NodeFailed
 		}
-		top = max(top, fr.counter)
-		c.seeEpoch(i, keyslot.Slot(key), fr.epoch)
+		for k, f := range fs {
+			fences[k] = max(fences[k], f.Counter)
+			c.seeEpoch(i, keyslot.Slot(keys[k]), f.Epoch)
+		}
 	}
-	return top + 1
+	for k, key := range keys {
+		f, err := c.writeBackFence(ctx, key, fences[k]+1, until, g.ttl, g.cfg.minValidity)
+		if err != nil {
+			return nil, err
+		}
+		fences[k] = f
+	}
+	return fences, nil
 }
 
 // seeEpoch remembers node i's epoch for a hash slot and reports a change.
@@ -97,63 +83,33 @@ func (c *Client) seeEpoch(i int, slot uint16, epoch string) {
 	}
 }
 
-// nodeReset counts that node i lost its data (its fence counters among
-// them), and logs why (WithLogger).
-func (c *Client) nodeReset(i int, why error) {
-	c.epochMu.Lock()
-	c.resets++
-	c.epochMu.Unlock()
-	c.warnNode(c.pools[i].Addr(), "node lost its data", why)
-	if c.observing() {
-		c.emit(Event{Kind: EventNodeReset, Node: c.pools[i].Addr(), Err: why})
-	}
-}
-
-// Why nodeReset is called: the signs of a node that lost its data.
-var (
-	errEpochChanged = errors.New("its fence epoch changed: fences stay monotonic only while fewer than a quorum of nodes lose their last counter (docs/fencing.md)")
-	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/safety.md)")
-)
-
 // fenceRounds bounds the write-back rounds of one fenced acquisition: a
 // node refuses a fence that is not above its counter, and the next round
 // proposes more than every refusing counter, so a second round is enough
 // unless write-backs of other acquisitions keep landing meanwhile.
 const fenceRounds = 3
 
-// storeFence writes back the fence of the fenced acquisition round r (of
-// key, with token, valid until until) and returns it once a quorum of
+// writeBackFence writes back key's fence and returns it once a quorum of
 // nodes took it: each of them held a lower counter, which makes the fence
 // larger than any fence an earlier acquisition returned (docs/fencing.md).
 // A round that falls short of a quorum with refusals among its replies is
 // followed by one that proposes one more than the largest refusing
 // counter, up to fenceRounds rounds and while more than minValidity is
-// left. When that fails, it releases the nodes r took and returns the
-// error: the last round's *QuorumError with Op "fence", matching
-// ErrNotAcquired.
-func (c *Client) storeFence(ctx context.Context, key, token string, r *round, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
-	fence, err := c.writeBackFence(ctx, key, c.fenceOf(key, r), until, ttl, minValidity)
-	if err != nil {
-		c.releaseFailed(ctx, key, token, r, ttl)
-	}
-	return fence, err
-}
-
-// writeBackFence writes back key's fence, proposing a larger one after
-// refusals (see storeFence), and returns the fence a quorum took, or the
-// last round's error. It releases nothing.
+// left (the lock is valid until until). Otherwise it returns the last
+// round's *QuorumError with Op "fence", matching ErrNotAcquired. It
+// releases nothing.
 func (c *Client) writeBackFence(ctx context.Context, key string, fence uint64, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	for n := 1; ; n++ {
-		w, err := c.run(ctx, false, op{script: fenceStoreScript, args: fenceStoreArgs(key, fence),
+		w, err := c.run(ctx, request{script: wire.FenceStore, args: wire.FenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
 		if err == nil {
-			c.observeRound(opFence, key, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
+			c.observeRound(OpFence, key, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
 		}
 		if err == nil && w.ok {
 			return fence, nil
 		}
 		if err == nil {
-			err = c.quorumError(opFence, key, w, ErrNotAcquired, 0)
+			err = c.quorumError(OpFence, key, w, ErrNotAcquired, 0)
 			top, refused := refusedCounter(w)
 			if refused && n < fenceRounds && until.Sub(c.cfg.clock.Now()) > minValidity {
 				fence = top + 1 // a refusing counter is the fence or more
@@ -173,27 +129,10 @@ func fenceStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if n, ok := reply.(int64); ok && n == 1 {
 		return NodeOK, nil
 	}
-	if _, ok := refusal(reply); ok {
+	if _, ok := wire.ParseFenceRefusal(reply); ok {
 		return NodeRefused, nil
 	}
 	return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
-}
-
-// refusal reads a write-back's refusal {0, counter}.
-func refusal(reply any) (uint64, bool) {
-	vs, ok := reply.([]any)
-	if !ok || len(vs) != 2 {
-		return 0, false
-	}
-	if code, ok := vs[0].(int64); !ok || code != 0 {
-		return 0, false
-	}
-	s, ok := replyString(vs[1])
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
 }
 
 // refusedCounter returns the largest counter among the nodes that refused
@@ -203,7 +142,7 @@ func refusedCounter(w *round) (top uint64, refused bool) {
 		if n.Status != NodeRefused {
 			continue
 		}
-		if v, ok := refusal(w.replies[i]); ok {
+		if v, ok := wire.ParseFenceRefusal(w.replies[i]); ok {
 			top, refused = max(top, v), true
 		}
 	}

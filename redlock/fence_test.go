@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +26,7 @@ func TestFence_startsAtOneAndGrowsWithEachAcquisition(t *testing.T) {
 	}
 	c.Close()
 	for _, n := range nodes {
-		v, _ := n.get(fenceKey("k"))
+		v, _ := n.get(wire.FenceKey("k"))
 		require.Equal(t, "5", v, "%s: the fence is stored on every node that answers", n.addr)
 	}
 }
@@ -38,7 +39,7 @@ func TestFence_unfencedLockHasNoFenceAndOneRound(t *testing.T) {
 	require.NoError(t, c.Close())
 	for _, n := range nodes {
 		require.Zero(t, n.count("fence-store"))
-		_, ok := n.get(fenceKey("k"))
+		_, ok := n.get(wire.FenceKey("k"))
 		require.False(t, ok)
 	}
 }
@@ -50,13 +51,13 @@ func TestFence_unfencedLockHasNoFenceAndOneRound(t *testing.T) {
 func TestFence_writeBackMakesAQuorumHoldTheFence(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	ctx := context.Background()
-	nodes[0].set(fenceKey("k"), "10")
+	nodes[0].set(wire.FenceKey("k"), "10")
 	failOn(nodes[3:], errors.New("down"))
 	l, err := c.TryLock(ctx, "k", ttl, WithFencing())
 	require.NoError(t, err)
 	require.Equal(t, uint64(11), l.Fence())
 	for _, n := range nodes[:3] {
-		v, _ := n.get(fenceKey("k"))
+		v, _ := n.get(wire.FenceKey("k"))
 		require.Equal(t, "11", v)
 	}
 	require.NoError(t, l.Unlock(ctx))
@@ -92,7 +93,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 		return nodes[0].parkedCount() == 1
 	}, 5*time.Second, time.Millisecond, "granted by nodes 3 and 4, refused by 1 and 2, waiting for node 0")
 	for _, n := range nodes[1:] {
-		n.set(fenceKey("k"), "1")
+		n.set(wire.FenceKey("k"), "1")
 	}
 	loseOn(nodes[:1], "k")
 	open()
@@ -102,7 +103,7 @@ func TestFence_aRoundGrantedBeforeAnEarlierWriteBackStillGetsALargerFence(t *tes
 	// The write-backs go to every node; the round returns on a quorum.
 	require.Eventually(t, func() bool {
 		for _, n := range nodes {
-			if v, _ := n.get(fenceKey("k")); v != "2" || n.count("fence-store") != 2 {
+			if v, _ := n.get(wire.FenceKey("k")); v != "2" || n.count("fence-store") != 2 {
 				return false
 			}
 		}
@@ -120,7 +121,7 @@ func TestFence_writeBackRefusedEveryRoundFailsAndReleases(t *testing.T) {
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
 	qe := quorumError(t, err)
-	require.Equal(t, opFence, qe.Op)
+	require.Equal(t, OpFence, qe.Op)
 	require.GreaterOrEqual(t, qe.Count(NodeRefused), 3, "a quorum is out of reach")
 	requireFree(t, c, nodes, "k")
 	require.Eventually(t, func() bool {
@@ -141,13 +142,13 @@ func TestFence_storeRoundWithoutQuorumFailsAndReleases(t *testing.T) {
 	_, err := c.TryLock(context.Background(), "k", ttl, WithFencing())
 	require.ErrorIs(t, err, ErrNotAcquired)
 	qe := quorumError(t, err)
-	require.Equal(t, opFence, qe.Op)
+	require.Equal(t, OpFence, qe.Op)
 	require.Equal(t, 3, qe.Count(NodeFailed), "the nodes that could not store the fence")
 	requireFree(t, c, nodes, "k")
 }
 
 // A waiting Lock learns from the acquisition round whether the script
-// queued it, so acquire returns that round even when the write-back
+// queued it, so take returns that round even when the write-back
 // failed.
 func TestFence_failedWriteBackStillReturnsTheAcquisitionRound(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
@@ -156,7 +157,9 @@ func TestFence_failedWriteBackStillReturnsTheAcquisitionRound(t *testing.T) {
 	}
 	cfg, err := c.lockConfig("k", ttl, []LockOption{WithFencing()})
 	require.NoError(t, err)
-	_, r, err := c.acquire(context.Background(), "k", ttl, cfg, nil, false)
+	g, err := c.mutexGrab("k", ttl, cfg, nil)
+	require.NoError(t, err)
+	_, r, err := c.take(context.Background(), &g)
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.NotNil(t, r)
 	require.True(t, r.ok, "the acquisition round itself had a quorum")

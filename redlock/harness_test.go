@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -98,22 +99,25 @@ const (
 	callExtend     = "extend"
 	callFenceStore = "fence-store"
 	callCheck      = "node" // restart safety's check
+	callMulti      = "multi-acquire"
 )
 
 func callKind(script *pool.Script, cmd string) string {
 	switch script {
 	case nil:
 		return strings.ToUpper(cmd)
-	case acquireScript:
+	case wire.Acquire:
 		return callSet
-	case releaseScript, releaseFreeScript:
+	case wire.Release, wire.ReleaseFree:
 		return callRelease
-	case extendScript:
+	case wire.Extend:
 		return callExtend
-	case fenceStoreScript:
+	case wire.FenceStore:
 		return callFenceStore
-	case nodeScript:
+	case wire.NodeCheck:
 		return callCheck
+	case wire.MultiAcquire:
+		return callMulti
 	}
 	return "script"
 }
@@ -438,4 +442,44 @@ func tryLockAsync(c *Client, key string, opts ...LockOption) <-chan tryResult {
 		done <- tryResult{l, err}
 	}()
 	return done
+}
+
+// stepRounds makes each of rounds acquisition rounds (calls of kind)
+// be decided with every reply read, and seen by the nodes as if nothing
+// were in flight: a granting node takes round k only once it answered
+// the release (calls of releaseKind) of round k-1, and late answers
+// round k only after every other node did. It returns once the last
+// round has been let through.
+func stepRounds(t *testing.T, late *testNode, granting, others []*testNode, kind, releaseKind string, rounds int) {
+	t.Helper()
+	gates := make([]func(), len(granting))
+	for i, n := range granting {
+		gates[i] = n.hold(kind)
+	}
+	lateGate := late.hold()
+	// pass lets the call parked at *gate through, after re-arming the
+	// node's gate for the next round's call.
+	pass := func(k int, n *testNode, gate *func(), kinds ...string) {
+		open := *gate
+		if k < rounds {
+			*gate = n.hold(kinds...)
+		}
+		open()
+	}
+	for k := 1; k <= rounds; k++ {
+		for i, n := range granting {
+			require.Eventually(t, func() bool { return n.parkedCount() >= k && n.count(releaseKind) >= k-1 },
+				10*time.Second, time.Millisecond, "round %d on %s", k, n.addr)
+			pass(k, n, &gates[i], kind)
+		}
+		require.Eventually(t, func() bool {
+			for _, n := range append(others, granting...) {
+				if n.count(kind) < k {
+					return false
+				}
+			}
+			return late.parkedCount() >= k
+		}, 10*time.Second, time.Millisecond, "round %d", k)
+		pass(k, late, &lateGate)
+	}
 }

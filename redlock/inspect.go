@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -37,7 +37,6 @@ type NodeInspection struct {
 	// Holder is the ID of the Client whose token the key holds ("" when it
 	// cannot be told: a token from an older version, or none).
 	Holder string
-	Mine   bool   // Holder is this Client
 	Queued int    // Lock calls queued for the key, including some that left without saying so (gone within about a second)
 	Fence  uint64 // the key's fence counter; 0 when it was never fenced on this node
 }
@@ -85,7 +84,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 	}
 	defer c.bg.end()
 	in := &Inspection{Key: key, Quorum: c.quorum, Nodes: make([]NodeInspection, len(c.pools))}
-	args := inspectArgs(key)
+	args := wire.InspectArgs(key)
 	var g errgroup.Group
 	for i, p := range c.pools {
 		n := &in.Nodes[i]
@@ -93,9 +92,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 		g.Go(func() error {
 			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
 			defer cancel()
-			reply, err := p.Eval(nctx, inspectScript, args...)
+			reply, err := p.Eval(nctx, wire.Inspect, args...)
 			if err == nil {
-				err = c.readInspection(n, reply)
+				err = readInspection(n, reply)
 			}
 			if err != nil {
 				*n = NodeInspection{Addr: n.Addr, Err: explainDenied(err)}
@@ -108,51 +107,24 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 }
 
 // readInspection fills n from the inspection script's reply.
-func (c *Client) readInspection(n *NodeInspection, reply any) error {
-	vs, ok := reply.([]any)
-	if !ok || len(vs) != 4 {
-		return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected inspection reply %T", reply)}
+func readInspection(n *NodeInspection, reply any) error {
+	in, err := wire.ParseInspect(reply)
+	if err != nil {
+		return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: err}
 	}
-	pttl, ok1 := vs[1].(int64)
-	queued, ok2 := vs[2].(int64)
-	if !ok1 || !ok2 {
-		return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: errors.New("unexpected inspection reply")}
-	}
-	if v, ok := replyString(vs[0]); ok {
-		if strings.HasPrefix(v, reservedPrefix) {
+	if in.Held {
+		if strings.HasPrefix(in.Value, wire.ReservedPrefix) {
 			n.Reserved = true
 		} else {
-			n.Held, n.Holder = true, tokenClient(v)
-			n.Mine = n.Holder == c.id
+			n.Held, n.Holder = true, tokenClient(in.Value)
 		}
-		n.TTL = time.Duration(pttl) * time.Millisecond
-		if pttl < 0 {
+		n.TTL = time.Duration(in.PTTL) * time.Millisecond
+		if in.PTTL < 0 {
 			n.TTL = -1
 		}
 	}
-	n.Queued = int(queued)
-	if f, ok := replyString(vs[3]); ok {
-		fence, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return &pool.NodeError{Addr: n.Addr, Op: "EVALSHA", Err: fmt.Errorf("fence counter %q: %w", f, err)}
-		}
-		n.Fence = fence
-	}
+	n.Queued, n.Fence = int(in.Queued), in.Fence
 	return nil
-}
-
-// tokenClient returns the ID of the Client that made token, "" when it
-// cannot be told. A lock's token is "<client>:<random>" (TryLock and first
-// rounds) or starts with a waiting call's id, "<client>.<n>/" (waitToken).
-func tokenClient(token string) string {
-	if id, _, ok := waitToken(token); ok {
-		cid, _, _ := strings.Cut(id, ".")
-		return cid
-	}
-	if cid, secret, ok := strings.Cut(token, ":"); ok && base36(cid) && len(secret) == 36 {
-		return cid
-	}
-	return ""
 }
 
 // ForceRelease gives up key on every node whatever it holds, as if its
@@ -177,16 +149,16 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 		return pool.ErrClosed
 	}
 	defer c.bg.end()
-	args := c.forceArgs(key)
+	args := c.queue.ForceArgs(key)
 	errs := make([]error, len(c.pools))
 	var g errgroup.Group
 	for i, p := range c.pools {
 		g.Go(func() error {
 			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
 			defer cancel()
-			reply, err := p.Eval(nctx, forceScript, args...)
+			reply, err := p.Eval(nctx, wire.ForceRelease, args...)
 			if err == nil {
-				_, err = scriptStatus(p.Addr(), reply, nil)
+				_, err = doneStatus(p.Addr(), reply, nil)
 			}
 			errs[i] = err
 			return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/wire"
 )
 
 // Lock is a lock held on a quorum of nodes, returned by TryLock, Lock or
@@ -17,16 +19,16 @@ type Lock struct {
 	// Unlock do not overtake them on a node. Empty for a restored lock.
 	after pending
 	fence uint64 // WithFencing: the fencing token; 0 without
-	// waited is the queue id the lock was waited for with; its release
+	// queueID is the queue id the lock was waited for with; its release
 	// drops any entry a node still has for it. "" when it did not wait.
-	waited string
-	// boxed is the key and token as the plain round that took the lock
-	// sent them, for its release to reuse; nil otherwise.
-	boxed []any
-	// alt is the hand-off token of the Lock call that won the lock by a
-	// round: a node may have set it after the round ran there, and the
-	// release gives it up too. "" otherwise.
-	alt string
+	queueID string
+	// plainArgs is the key and token as the plain round that took the
+	// lock sent them, boxed, for its release to reuse; nil otherwise.
+	plainArgs []any
+	// handoffToken is the hand-off token of the Lock call that won the
+	// lock by a round: a node may have set it after the round ran there,
+	// and the release gives it up too. "" otherwise.
+	handoffToken string
 	// keys are a multi-key lock's keys, sorted (key is the first); nil
 	// for a lock on one key. fences are their fences, with WithFencing.
 	keys   []string
@@ -114,16 +116,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	o := op{script: extendScript, args: extendArgs(l.key, l.token, ms), status: scriptStatus, after: l.after}
+	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms), status: doneStatus, after: l.after}
 	if l.keys != nil {
-		o.script, o.args = multiExtendScript, multiKeysArgs(l.keys, l.token, ms)
+		req.script, req.args = wire.MultiExtend, wire.MultiExtendArgs(l.keys, l.token, ms)
 	}
-	r, err := l.c.run(ctx, false, o)
+	r, err := l.c.run(ctx, req)
 	if err != nil {
 		return err
 	}
 	until := l.c.validUntil(r.start, ttl)
-	l.c.observeRound(opExtend, l.name(), r, until.Sub(l.c.cfg.clock.Now()), l.c.drift(ttl))
+	l.c.observeRound(OpExtend, l.name(), r, until.Sub(l.c.cfg.clock.Now()), l.c.drift(ttl))
 	if r.ok && until.After(l.c.cfg.clock.Now()) {
 		return l.extended(r, until)
 	}
@@ -160,7 +162,7 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 		l.c.restartedSince(ctx, r)
 	}
 	now := l.c.cfg.clock.Now()
-	e := l.c.quorumError(opExtend, l.name(), r, ErrLockLost, 0)
+	e := l.c.quorumError(OpExtend, l.name(), r, ErrLockLost, 0)
 	if r.ok {
 		e.Validity = until.Sub(now)
 	}
@@ -181,9 +183,12 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 // and deletes the key on every node that still holds the token, never
 // another owner's. It returns once a quorum released; silent nodes are
 // released in the background. With fewer than a quorum it returns a
-// *QuorumError matching ErrLockLost; ErrNotAnnounced when the release was
-// not announced. The release goes out even when ctx has ended (ctx.Err()
-// joins the error); a closed Client returns pool.ErrClosed.
+// *QuorumError matching ErrLockLost. A node that released the key but
+// refused to announce it (the user lacks PUBLISH) does not fail the call:
+// it is logged (WithLogger) and reported as EventNotAnnounced, since
+// waiting Lock calls then wake only by the back-off. The release goes out
+// even when ctx has ended (ctx.Err() joins the error); a closed Client
+// returns pool.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(ctx); err != nil {
 		return err
@@ -201,15 +206,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.ext != nil {
 		<-l.ext.done // automatic extension has stopped: no extension follows the release
 	}
-	script, args := l.c.releaseCall(l.key, l.token, l.boxed, l.waited, l.alt, l.waited != "" || l.c.notify.subscribed(l.key))
-	if l.keys != nil {
-		script, args = multiReleaseScript, multiKeysArgs(l.keys, l.token, releasedPrefix)
-	}
-	r, err := l.c.run(ctx, true, op{script: script, args: args, status: scriptStatus, after: l.after})
+	r, err := l.c.run(ctx, l.releaseRequest())
 	if err != nil {
 		return err
 	}
-	l.c.observeRound(opUnlock, l.name(), r, 0, 0)
+	l.c.observeRound(OpUnlock, l.name(), r, 0, 0)
 	l.mu.Lock()
 	l.until = time.Time{}
 	l.mu.Unlock()
@@ -217,15 +218,33 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// A node that did not answer may still hold the key: it is released
 	// again in the background, for as long as the key can live.
 	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))
-	if r.ok {
-		for _, n := range r.nodes {
-			if n.Status == NodeOK && n.Err != nil {
-				return l.c.quorumError(opUnlock, l.name(), r, ErrNotAnnounced, 0)
-			}
-		}
-		return nil
+	if !r.ok {
+		return l.c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0)
 	}
-	return l.c.quorumError(opUnlock, l.name(), r, ErrLockLost, 0)
+	l.c.unannounced(l.name(), r)
+	return nil
+}
+
+// releaseRequest is the release of l, sent even when the caller's
+// context has ended. A key that is not contended (the lock was taken
+// without waiting and the Client waits for no one on it) is released the
+// short way, which leaves the key free; release_free.lua says why the
+// order of a queue, if there is one after all, still holds. Otherwise the
+// queue's release gives the key to the head of the queue, and takes the
+// call that waited for the lock out of the queue.
+func (l *Lock) releaseRequest() request {
+	req := request{script: wire.Release, status: doneStatus, after: l.after, always: true}
+	switch {
+	case l.keys != nil:
+		req.script, req.args = wire.MultiRelease, wire.MultiReleaseArgs(l.keys, l.token)
+	case l.queueID != "" || l.c.notify.subscribed(l.key):
+		req.args = l.c.queue.ReleaseArgs(l.key, l.token, l.queueID, l.handoffToken)
+	case l.plainArgs != nil:
+		req.script, req.args = wire.ReleaseFree, wire.ReleaseFreeArgs(l.plainArgs[0], l.plainArgs[1])
+	default:
+		req.script, req.args = wire.ReleaseFree, wire.ReleaseFreeArgs(l.key, l.token)
+	}
+	return req
 }
 
 func (l *Lock) check(ctx context.Context) error {

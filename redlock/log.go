@@ -79,3 +79,22 @@ func (c *Client) warnRefusals(what string, r *round) {
 		}
 	}
 }
+
+// unannounced reports the nodes of release round r that released the
+// key but refused to announce it: logged at Warn (once a minute per
+// node) and told to the observers as EventNotAnnounced. The release
+// itself succeeded.
+func (c *Client) unannounced(name string, r *round) {
+	if c.cfg.logger == nil && !c.observing() {
+		return
+	}
+	for _, n := range r.nodes {
+		if n.Status != NodeOK || n.Err == nil {
+			continue
+		}
+		c.warnNode(n.Addr, "node released a lock but refused to announce it: waiting Lock calls fall back to the back-off (WithRetry); docs/operations.md lists the ACL", n.Err)
+		if c.observing() {
+			c.emit(Event{Kind: EventNotAnnounced, Key: name, Node: n.Addr, Err: n.Err})
+		}
+	}
+}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/keyslot"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -45,18 +44,19 @@ func multiKeys(keys []string) ([]string, error) {
 // the node refuses (CROSSSLOT) and the error says so. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return c.multi(ctx, keys, ttl, opts, c.TryLock, func(ks []string, cfg lockConfig) (*Lock, bool, error) {
-		l, _, err := c.acquireMulti(ctx, ks, ttl, cfg)
-		return l, false, err
+	return c.multi(ctx, keys, ttl, opts, c.TryLock, func(ks []string, cfg lockConfig) (*Lock, time.Time, error) {
+		l, err := c.tryMulti(ctx, ks, ttl, cfg)
+		return l, time.Time{}, err
 	})
 }
 
 // multi is TryLockMulti and LockMulti: it checks the call, hands one
 // distinct key to single (TryLock or Lock), and otherwise takes the keys
-// with take, which reports whether it waited, and tells the observers.
+// with take, which reports when its first round was refused (zero when
+// it was not), and tells the observers.
 func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, opts []LockOption,
 	single func(context.Context, string, time.Duration, ...LockOption) (*Lock, error),
-	take func(ks []string, cfg lockConfig) (*Lock, bool, error)) (*Lock, error) {
+	take func(ks []string, cfg lockConfig) (*Lock, time.Time, error)) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -72,8 +72,8 @@ func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, op
 		return nil, err
 	}
 	since := c.cfg.clock.Now()
-	l, waited, err := take(ks, cfg)
-	c.acquired(strings.Join(ks, ","), since, waited, l, err)
+	l, refused, err := take(ks, cfg)
+	c.acquired(strings.Join(ks, ","), since, refused, l, err)
 	return l, err
 }
 
@@ -86,7 +86,7 @@ func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, op
 // and a multi-key waiter takes the keys when it finds them all free. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) LockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return c.multi(ctx, keys, ttl, opts, c.Lock, func(ks []string, cfg lockConfig) (*Lock, bool, error) {
+	return c.multi(ctx, keys, ttl, opts, c.Lock, func(ks []string, cfg lockConfig) (*Lock, time.Time, error) {
 		return c.waitMulti(ctx, ks, ttl, cfg)
 	})
 }
@@ -127,203 +127,117 @@ func (l *Lock) name() string {
 	return strings.Join(l.keys, ",")
 }
 
-// acquireMulti is one multi-key acquisition round (and, fenced, the
-// write-back of each key's fence).
-func (c *Client) acquireMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, *round, error) {
-	token, err := newTokenWith(c.tokenPrefix)
-	if err != nil {
-		return nil, nil, err
+// multiGrab describes a multi-key acquisition round of ks: one script
+// per node takes every key or none.
+func (c *Client) multiGrab(ks []string, ttl time.Duration, cfg lockConfig) (grab, error) {
+	g := grab{name: strings.Join(ks, ","), keys: ks, key: ks[0], ttl: ttl, cfg: cfg, release: multiRelease}
+	var err error
+	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
+		return g, err
 	}
 	epoch := ""
 	if cfg.fencing {
 		if epoch, err = newToken(); err != nil {
-			return nil, nil, err
+			return g, err
 		}
 	}
-	o := op{script: multiAcquireScript, args: multiAcquireArgs(ks, token, ttl.Milliseconds(), epoch),
-		status: multiStatus(len(ks), cfg.fencing), keep: true, gate: true}
-	c.beforeAcquire(ctx, ttl)
-	r, err := c.run(ctx, false, o)
+	g.req = request{script: wire.MultiAcquire, args: wire.MultiAcquireArgs(ks, g.token, ttl.Milliseconds(), epoch),
+		status: grantStatus, keep: true, gate: true}
+	return g, nil
+}
+
+// multiRelease gives up a failed multi-key round.
+func multiRelease(_ *Client, g *grab) (*pool.Script, []any) {
+	return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
+}
+
+// tryMulti is one multi-key acquisition round (and, fenced, the
+// write-back of each key's fence).
+func (c *Client) tryMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	g, err := c.multiGrab(ks, ttl, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	name := strings.Join(ks, ",")
-	until := c.validUntil(r.start, ttl)
-	c.observeRound(opAcquire, name, r, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
-	if !r.ok || until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-		return nil, r, c.failMulti(ctx, ks, token, r, until, ttl)
-	}
-	var fences []uint64
-	if cfg.fencing {
-		if fences, err = c.storeFences(ctx, ks, r, until, ttl, cfg.minValidity); err != nil {
-			c.owe(ctx, multiReleaseScript, multiKeysArgs(ks, token, releasedPrefix), r, ttl)
-			return nil, r, err
-		}
-		if until.Sub(c.cfg.clock.Now()) <= cfg.minValidity {
-			return nil, r, c.failMulti(ctx, ks, token, r, until, ttl)
-		}
-	}
-	l := c.newLock(ctx, ks[0], token, ttl, r, until, cfg)
-	l.keys, l.fences = ks, fences
-	if fences != nil {
-		l.fence = fences[0]
-	}
-	return l, r, nil
+	l, _, err := c.take(ctx, &g)
+	return l, err
 }
 
-// failMulti releases the failed multi-key round r and returns its error.
-func (c *Client) failMulti(ctx context.Context, ks []string, token string, r *round, until time.Time, ttl time.Duration) error {
-	validity := until.Sub(c.cfg.clock.Now())
-	c.owe(ctx, multiReleaseScript, multiKeysArgs(ks, token, releasedPrefix), r, ttl)
-	c.warnRefusals("node refused an acquisition", r)
-	if !r.ok {
-		validity = 0
-	}
-	e := c.quorumError(opAcquire, strings.Join(ks, ","), r, ErrNotAcquired, validity)
-	c.readRefusals(e, r)
-	return e
-}
-
-// multiStatus reads a node's answer to the multi-key acquisition of n
-// keys: 1 (fenced: {1, counter, epoch per key}) when it took them, {0,
-// pttl} when one was held. A node that refuses the keys because they are
-// in different hash slots (a Redis Cluster) fails with an error that
-// says what to do.
-func multiStatus(n int, fenced bool) func(addr string, reply any, err error) (NodeStatus, error) {
-	return func(addr string, reply any, err error) (NodeStatus, error) {
-		var re pool.ReplyError
-		if errors.As(err, &re) && strings.HasPrefix(string(re), "CROSSSLOT") {
-			return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
-				"the keys of a multi-key lock are in different hash slots of this Redis Cluster node: give them a common hash tag, as in {order42}:a and {order42}:b (%w)", err)}
-		}
-		if err != nil {
-			return NodeFailed, err
-		}
-		if v, ok := reply.(int64); ok && v == codeAcquired && !fenced {
-			return NodeOK, nil
-		}
-		if vs, ok := reply.([]any); ok && len(vs) == 1+2*n && fenced {
-			if _, err := multiFences(vs, n); err == nil {
-				return NodeOK, nil
-			}
-		}
-		if a, ok := parseAcquire(reply); ok && a.code == codeHeld {
-			return NodeRefused, nil
-		}
-		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
-	}
-}
-
-// multiFences reads the counters and epochs of a fenced multi-key grant.
-func multiFences(vs []any, n int) ([]fenceReply, error) {
-	out := make([]fenceReply, n)
-	for i := range out {
-		fr, err := parseFenceReply([]any{int64(codeAcquired), vs[1+2*i], vs[2+2*i]})
-		if err != nil {
-			return nil, err
-		}
-		out[i] = fr
-	}
-	return out, nil
-}
-
-// storeFences writes back each key's fence, one more than the largest of
-// its counters among the nodes that granted round r, as storeFence does
-// for one key.
-func (c *Client) storeFences(ctx context.Context, ks []string, r *round, until time.Time, ttl, minValidity time.Duration) ([]uint64, error) {
-	fences := make([]uint64, len(ks))
-	for i, n := range r.nodes {
-		if n.Status != NodeOK {
-			continue
-		}
-		vs, _ := r.replies[i].([]any)
-		frs, err := multiFences(vs, len(ks))
-		if err != nil {
-			continue
-		}
-		for k, fr := range frs {
-			fences[k] = max(fences[k], fr.counter)
-			c.seeEpoch(i, keyslot.Slot(ks[k]), fr.epoch)
-		}
-	}
-	for k, key := range ks {
-		f, err := c.writeBackFence(ctx, key, fences[k]+1, until, ttl, minValidity)
-		if err != nil {
-			return nil, err
-		}
-		fences[k] = f
-	}
-	return fences, nil
-}
-
-// waitMulti takes ks, waiting as LockMulti says; waited reports whether
-// the first round was refused.
-func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (l *Lock, waited bool, err error) {
-	l, _, err = c.acquireMulti(ctx, ks, ttl, cfg)
+// waitMulti takes ks, waiting as LockMulti says; refused is when its
+// first round was refused (zero when it was not).
+func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (l *Lock, refused time.Time, err error) {
+	l, err = c.tryMulti(ctx, ks, ttl, cfg)
 	qe := asRefusal(err)
 	if err == nil || qe == nil {
-		return l, false, err
+		return l, refused, err
 	}
+	refused = c.cfg.clock.Now()
 	mw, err := c.listenMulti(ks)
 	if err != nil {
-		return nil, true, errors.Join(err, qe)
+		return nil, refused, errors.Join(err, qe)
 	}
 	defer mw.leave()
 	mw.armed(ctx)
-	for failures, splits := 1, 0; ; failures++ {
-		if l, _, err = c.acquireMulti(ctx, ks, ttl, cfg); err == nil || asRefusal(err) == nil {
-			return l, true, err
+	p := pacing{c: c, retry: cfg.retry}
+	for failures := 1; ; failures++ {
+		if l, err = c.tryMulti(ctx, ks, ttl, cfg); err == nil || asRefusal(err) == nil {
+			return l, refused, err
 		}
 		qe = asRefusal(err)
-		d := cfg.retry.delay(failures)
-		switch refused := qe.Count(NodeRefused); {
-		case qe.Count(NodeOK) > 0 && refused < c.quorum:
-			splits++ // split votes: the others' releases free the keys soon
-			d = rand.N(min(splitMin<<min(splits-1, 16), splitMax) + 1)
-		case qe.retryKnown:
-			splits = 0
-			d = min(qe.RetryAfter, c.refresh()) + rand.N(expiryJitter+1)
-		}
-		if !mw.isArmed() {
-			d = min(d, cfg.retry.delay(failures))
-		}
+		d, _ := p.next(qe, failures, mw.isArmed())
 		if err := mw.sleep(ctx, d); err != nil {
-			if errors.Is(err, pool.ErrClosed) {
-				return nil, true, errors.Join(pool.ErrClosed, qe)
-			}
-			qe.Cause = err
-			return nil, true, qe
+			return nil, refused, endOfWait(err, qe)
 		}
 	}
 }
 
 // multiWaiter is a multi-key Lock call's subscription to its keys'
-// release announcements: one waiter per key, sharing one wake channel.
+// release announcements: a release of any key that leaves it free wakes
+// the call.
 type multiWaiter struct {
 	c    *Client
 	wake chan struct{}
-	ws   []*waiter
+	kws  []*keyWait
 }
 
 // listenMulti subscribes to the announcements of every key of ks.
 func (c *Client) listenMulti(ks []string) (*multiWaiter, error) {
 	mw := &multiWaiter{c: c, wake: make(chan struct{}, 1)}
 	for _, k := range ks {
-		w := &waiter{c: c, key: k, wake: mw.wake}
-		if w.kw = c.notify.join(k, w); w.kw == nil {
+		kw := c.notify.join(k, mw)
+		if kw == nil {
 			mw.leave()
 			return nil, pool.ErrClosed
 		}
-		mw.ws = append(mw.ws, w)
+		mw.kws = append(mw.kws, kw)
 	}
 	return mw, nil
+}
+
+// released implements listener: a key left free for anyone wakes the
+// call; one kept for a waiter does not.
+func (mw *multiWaiter) released(_ int, to string) {
+	if to == "" {
+		mw.poke()
+	}
+}
+
+// handedOff implements listener: a hand-off goes to a single-key waiter,
+// never to a multi-key call.
+func (mw *multiWaiter) handedOff(int, string, int) {}
+
+// poke implements listener: the call asks again.
+func (mw *multiWaiter) poke() {
+	select {
+	case mw.wake <- struct{}{}:
+	default:
+	}
 }
 
 // armed waits, at most one node timeout, until every key's subscription
 // is confirmed on a quorum.
 func (mw *multiWaiter) armed(ctx context.Context) {
-	for _, w := range mw.ws {
-		if !mw.c.notify.waitArmed(ctx, w.kw) {
+	for _, kw := range mw.kws {
+		if !mw.c.notify.waitArmed(ctx, kw) {
 			return
 		}
 	}
@@ -332,8 +246,8 @@ func (mw *multiWaiter) armed(ctx context.Context) {
 // isArmed reports whether every key's subscription is confirmed on a
 // quorum: a release of any of them is then heard.
 func (mw *multiWaiter) isArmed() bool {
-	for _, w := range mw.ws {
-		if !mw.c.notify.armed(w.key) {
+	for _, kw := range mw.kws {
+		if !mw.c.notify.armed(kw.key) {
 			return false
 		}
 	}
@@ -358,9 +272,8 @@ func (mw *multiWaiter) sleep(ctx context.Context, d time.Duration) error {
 
 // leave ends the subscriptions.
 func (mw *multiWaiter) leave() {
-	for _, w := range mw.ws {
-		if w.kw != nil {
-			mw.c.notify.leave(w)
-		}
+	for _, kw := range mw.kws {
+		mw.c.notify.leave(kw, mw)
 	}
+	mw.kws = nil
 }

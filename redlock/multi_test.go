@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -101,8 +102,8 @@ func TestTryLockMulti_fencesEveryKey(t *testing.T) {
 	ctx := context.Background()
 	// Every quorum has a node with b's counter at 41: the write-back
 	// makes b's fence larger, whichever nodes granted.
-	nodes[0].set(fenceKey("b"), "41")
-	nodes[1].set(fenceKey("b"), "41")
+	nodes[0].set(wire.FenceKey("b"), "41")
+	nodes[1].set(wire.FenceKey("b"), "41")
 	var last []uint64
 	for range 3 {
 		l, err := c.TryLockMulti(ctx, []string{"a", "b"}, time.Minute, WithFencing())
@@ -165,8 +166,42 @@ func TestObserver_seesAMultiKeyLockByItsKeys(t *testing.T) {
 	l, err := c.TryLockMulti(context.Background(), []string{"b", "a"}, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(context.Background()))
-	require.Equal(t, []Op{opAcquire, opUnlock}, rec.ops())
+	require.Equal(t, []Op{OpAcquire, OpUnlock}, rec.ops())
 	require.Equal(t, "a,b", rec.rounds[0].Key)
 	require.Equal(t, []EventKind{EventAcquired, EventReleased}, rec.kinds())
 	require.Equal(t, "a,b", rec.events[1].Key)
+}
+
+// LockMulti paces its rounds as Lock does (one pause policy): a round
+// with nodes that answered with an error is no split vote, and waits as
+// the retry strategy says.
+func TestLockMulti_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
+	asked := make(signalRetry, 1) // 100ms between rounds
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
+	nodes[2].failWith(pool.ReplyError("READONLY You can't write against a read only replica."))
+	for _, n := range nodes[3:] {
+		n.set("k1", "foreign")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.LockMulti(ctx, []string{"k1", "k2"}, ttl)
+		done <- err
+	}()
+	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
+	// refuses last: each round is decided with every reply read.
+	stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callMulti, "script", 2)
+	// Two OK, one answered with an error, two refused: no quorum, but not
+	// a split vote either.
+	require.Equal(t, 1, <-asked)
+	require.True(t, clk.WaitTimers(1, nil)) // LockMulti sleeps
+	clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
+	select {
+	case n := <-asked:
+		t.Fatalf("LockMulti asked again (failure %d) after 50ms, before the strategy's 100ms", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }

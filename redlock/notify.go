@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -51,12 +52,28 @@ type notifier struct {
 	cancel context.CancelFunc
 }
 
-// keyWait is one key's subscription: the Lock calls waiting for it and
-// the nodes on which the subscription is confirmed.
+// listener is how the notifier reaches a call that waits for a key (a
+// waiter, a multiWaiter): the notifier calls it from its goroutines with
+// notifier.mu held, so its methods must return at once and take no lock
+// but their own (lock order: notifier.mu, then the listener's).
+type listener interface {
+	// released: node i released the key, leaving it free for anyone (to
+	// is "") or keeping it for the waiter to (a reservation).
+	released(i int, to string)
+	// handedOff: node i handed the key to the waiter to, after that
+	// waiter's round numbered round ran there.
+	handedOff(i int, to string, round int)
+	// poke: the call should count again what it was told (restart safety
+	// may count a node now that it did not count when the node spoke).
+	poke()
+}
+
+// keyWait is one key's subscription: the calls waiting for it and the
+// nodes on which the subscription is confirmed.
 type keyWait struct {
 	key      string
 	channels [2]string // the key's announcements, and the hand-offs to this Client
-	waiters  map[*waiter]struct{}
+	waiters  map[listener]struct{}
 	acks     []uint8       // per node: bit c set when channels[c] is confirmed on its current connection; bothAcked: the node counts
 	count    int           // nodes with bothAcked
 	ready    chan struct{} // closed once a quorum of nodes confirmed
@@ -86,9 +103,9 @@ type subNode struct {
 	unacked time.Time
 }
 
-// join subscribes w to key's announcements and returns its subscription;
+// join subscribes l to key's announcements and returns its subscription;
 // nil on a closed Client.
-func (n *notifier) join(key string, w *waiter) *keyWait {
+func (n *notifier) join(key string, l listener) *keyWait {
 	n.mu.Lock()
 	if n.closed || !n.startLocked() {
 		n.mu.Unlock()
@@ -96,8 +113,8 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	}
 	kw, ok := n.keys[key]
 	if !ok {
-		kw = &keyWait{key: key, channels: [2]string{releaseChannel(key), handoffChannel(n.c.id, key)},
-			waiters: map[*waiter]struct{}{}, acks: make([]uint8, len(n.nodes)),
+		kw = &keyWait{key: key, channels: [2]string{wire.ReleaseChannel(key), wire.HandoffChannel(n.c.id, key)},
+			waiters: map[listener]struct{}{}, acks: make([]uint8, len(n.nodes)),
 			ready: make(chan struct{})}
 		n.keys[key] = kw
 		n.nkeys.Store(int32(len(n.keys)))
@@ -109,7 +126,7 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 		kw.idle.Stop()
 		kw.idle = nil
 	}
-	kw.waiters[w] = struct{}{}
+	kw.waiters[l] = struct{}{}
 	n.mu.Unlock()
 	if !ok {
 		n.syncAll(kw)
@@ -117,15 +134,13 @@ func (n *notifier) join(key string, w *waiter) *keyWait {
 	return kw
 }
 
-// leave ends w's subscription. When the last waiter of a key leaves, the
-// key stays subscribed for linger, then is unsubscribed unless someone
-// waits for it again.
-func (n *notifier) leave(w *waiter) {
-	kw := w.kw
-	w.kw = nil
+// leave ends l's subscription kw. When the last waiter of a key leaves,
+// the key stays subscribed for linger, then is unsubscribed unless
+// someone waits for it again.
+func (n *notifier) leave(kw *keyWait, l listener) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delete(kw.waiters, w)
+	delete(kw.waiters, l)
 	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed {
 		return
 	}
@@ -427,14 +442,19 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	}
 }
 
-// announce tells the waiters of ch's key that node i released the key
-// and named next (or no one).
-func (n *notifier) announce(i int, ch, next string) {
+// announce tells the waiters of ch's key what node i announced there
+// (wire.ParseAnnouncement).
+func (n *notifier) announce(i int, ch, msg string) {
+	a := wire.ParseAnnouncement(msg)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if kw, ok := n.byChan[ch]; ok {
-		for w := range kw.waiters {
-			w.signal(i, next)
+		for l := range kw.waiters {
+			if a.Handoff {
+				l.handedOff(i, a.To, a.Round)
+			} else {
+				l.released(i, a.To)
+			}
 		}
 	}
 }
@@ -446,11 +466,8 @@ func (n *notifier) poke() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, kw := range n.keys {
-		for w := range kw.waiters {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+		for l := range kw.waiters {
+			l.poke()
 		}
 	}
 }

@@ -42,8 +42,8 @@ type RoundInfo struct {
 	// Nodes is every node, in the order the Client was given them, with
 	// its outcome and latency as known at the decision: a node that had
 	// not replied yet is NodePending.
-	Nodes  []NodeResult
-	Quorum bool // a quorum did what was asked
+	Nodes []NodeResult
+	Won   bool // a quorum did what was asked
 	// Validity is what the round left of the lock: for a won acquisition
 	// or extension (or hand-off), the time from the decision to Until;
 	// zero otherwise.
@@ -87,6 +87,11 @@ const (
 	// quorum for Duration (WithRestartSafety), or until it answers the
 	// restart check when Duration is zero; Err says why.
 	EventNodeExcluded
+	// EventNotAnnounced: Unlock released the lock on Node, but the node
+	// refused to announce the release (the user lacks the PUBLISH
+	// permission for the key's channel): Lock calls that wait for the key
+	// wake only by their back-off. Err is the node's error.
+	EventNotAnnounced
 )
 
 // Event is something that happened to a lock or a node (Observer.Event).
@@ -95,7 +100,7 @@ type Event struct {
 	Key      string        // the lock key (a multi-key lock's keys joined by commas); "" for node events
 	Node     string        // the node's address, for node events
 	Duration time.Duration // see each EventKind
-	Wait     time.Duration // EventAcquired: how long Lock waited
+	Wait     time.Duration // EventAcquired: how long the call waited after its first round was refused
 	Err      error         // see each EventKind
 }
 
@@ -109,7 +114,7 @@ func (c *Client) observeRound(o Op, key string, r *round, validity, drift time.D
 		return
 	}
 	// Observers are told right after the decision: now is when it was.
-	info := RoundInfo{Op: o, Key: key, Start: r.start, Nodes: r.nodes, Quorum: r.ok, Drift: drift}
+	info := RoundInfo{Op: o, Key: key, Start: r.start, Nodes: r.nodes, Won: r.ok, Drift: drift}
 	if r.sent {
 		info.Duration = c.cfg.clock.Now().Sub(r.start)
 	}
@@ -132,9 +137,9 @@ func (c *Client) emit(e Event) {
 	}
 }
 
-// acquired reports the end of a TryLock or Lock call that began at since
-// and, for a Lock that waited, whose first round was refused.
-func (c *Client) acquired(key string, since time.Time, waited bool, l *Lock, err error) {
+// acquired reports the end of a call that began at since and whose first
+// round was refused at refused (zero when it was not).
+func (c *Client) acquired(key string, since, refused time.Time, l *Lock, err error) {
 	if !c.observing() {
 		return
 	}
@@ -144,8 +149,8 @@ func (c *Client) acquired(key string, since time.Time, waited bool, l *Lock, err
 		return
 	}
 	e := Event{Kind: EventAcquired, Key: key, Duration: d}
-	if waited {
-		e.Wait = d
+	if !refused.IsZero() {
+		e.Wait = c.cfg.clock.Now().Sub(refused)
 	}
 	c.emit(e)
 }
@@ -179,7 +184,7 @@ func (l *Lock) releasedEvent(r *round) {
 		}
 		return
 	}
-	l.ended(c.quorumError(opUnlock, l.name(), r, ErrLockLost, 0))
+	l.ended(c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0))
 }
 
 // held returns how long l has been held: from its acquisition round's

@@ -66,10 +66,10 @@ func TestObserver_seesAnAcquisitionItsExtensionAndItsRelease(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	require.NoError(t, l.Unlock(ctx))
 
-	require.Equal(t, []Op{opAcquire, opExtend, opUnlock}, rec.ops())
+	require.Equal(t, []Op{OpAcquire, OpExtend, OpUnlock}, rec.ops())
 	acq := rec.rounds[0]
 	require.Equal(t, "k", acq.Key)
-	require.True(t, acq.Quorum)
+	require.True(t, acq.Won)
 	require.Equal(t, c.drift(ttl), acq.Drift)
 	require.Equal(t, ttl-c.drift(ttl), acq.Validity, "the fake clock stands still during the round")
 	require.Len(t, acq.Nodes, 3)
@@ -81,7 +81,7 @@ func TestObserver_seesAnAcquisitionItsExtensionAndItsRelease(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, ok, 2)
-	require.True(t, rec.rounds[1].Quorum)
+	require.True(t, rec.rounds[1].Won)
 	require.Zero(t, rec.rounds[2].Drift, "a release subtracts no drift")
 
 	require.Equal(t, []EventKind{EventAcquired, EventReleased}, rec.kinds())
@@ -102,7 +102,7 @@ func TestObserver_seesABusyKeyAsNotAcquired(t *testing.T) {
 	var qe *QuorumError
 	require.ErrorAs(t, rec.events[1].Err, &qe)
 	require.True(t, qe.Busy())
-	require.False(t, rec.rounds[1].Quorum)
+	require.False(t, rec.rounds[1].Won)
 	require.Zero(t, rec.rounds[1].Validity)
 }
 

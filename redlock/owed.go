@@ -35,22 +35,14 @@ type debt struct {
 	until  time.Time // no attempt starts after this
 }
 
-// releaseFailed undoes a failed acquisition round r: every node that
-// granted it, or failed in a way that may have let the command land, is
-// released, and so is every node that grants it after the decision. It
-// returns at once: the releases go on in the background (Close waits for
-// them), retried as the package comment above says, for at most ttl.
-// Nodes that refused are never released: they hold another owner's key.
-func (c *Client) releaseFailed(ctx context.Context, key, token string, r *round, ttl time.Duration) {
-	// A plain SET NX round was a first try: its key is most likely not
-	// contended. A script round is a waiter's.
-	script, args := c.releaseCall(key, token, r.keyToken(), "", "", r.op.script != nil)
-	c.owe(ctx, script, args, r, ttl)
-}
-
-// owe sends script with args, the release of the failed acquisition round
-// r, to every node that may hold its token, as releaseFailed says.
-func (c *Client) owe(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration) {
+// oweRelease undoes a failed acquisition round r: script with args, its
+// release, goes to every node that granted it, or failed in a way that
+// may have let the command land, and to every node that grants it after
+// the decision. It returns at once: the releases go on in the background
+// (Close waits for them), retried as the package comment above says, for
+// at most ttl. Nodes that refused are never released: they hold another
+// owner's key.
+func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration) {
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
 	var owed []int
 	for i, n := range r.nodes {
@@ -69,8 +61,8 @@ func (c *Client) owe(ctx context.Context, script *pool.Script, args []any, r *ro
 	}
 	// Each node is settled in a goroutine of its own, started by this
 	// one while it holds its count, so Close waits for them all.
-	settle := func(i int, answered bool, first chan result) {
-		c.bg.goHeld(func() { d.settle(i, answered, first) })
+	settle := func(i int, acqAnswered bool, first chan result) {
+		c.bg.goHeld(func() { d.settle(i, acqAnswered, first) })
 	}
 	if c.bg.goTracked(func() {
 		for k, i := range owed {
@@ -108,7 +100,7 @@ func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Dur
 	if len(owed) == 0 {
 		return
 	}
-	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: r.op.script, args: r.op.args, until: c.cfg.clock.Now().Add(bound)}
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: r.req.script, args: r.req.args, until: c.cfg.clock.Now().Add(bound)}
 	for _, i := range owed {
 		c.bg.goTracked(func() { d.settle(i, true, nil) })
 	}
@@ -178,28 +170,3 @@ type result struct {
 type resultTo chan result
 
 func (r resultTo) Receive(reply any, err error) { r <- result{reply, err} }
-
-// maySent reports whether a command that failed with err may still have
-// reached the node: false when the pool says it never sent it (no
-// connection, a full queue).
-func maySent(err error) bool {
-	var ne *pool.NodeError
-	return !errors.As(err, &ne) || ne.Op != "dial" && ne.Op != "queue"
-}
-
-// answered reports whether a node whose command failed with err read the
-// command and answered it: an error reply, or a reply restart safety did
-// not count.
-func answered(err error) bool {
-	return replied(err) || errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
-}
-
-// replied reports whether err is the node's own error reply.
-func replied(err error) bool {
-	var ne *pool.NodeError
-	if errors.As(err, &ne) {
-		return ne.Replied()
-	}
-	var re pool.ReplyError
-	return errors.As(err, &re)
-}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -250,7 +251,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 			before = g.Generation()
 		}
 		var reply any
-		reply, err = c.pools[i].Eval(ctx, nodeScript, nodeArgs(mark)...)
+		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark)...)
 		if err != nil {
 			err = explainDenied(err)
 			c.rs.lastErr[i].Store(&err)
@@ -296,14 +297,14 @@ func parseFacts(reply any) (nodeFacts, error) {
 	if !ok || len(vs) < 2 || len(vs) > 3 {
 		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	id, ok1 := replyString(vs[0])
+	id, ok1 := wire.String(vs[0])
 	up, ok2 := vs[1].(int64)
 	if !ok1 || !ok2 || id == "" || up < 0 {
 		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
 	f := nodeFacts{runID: id, uptime: uptimeFloor(up)}
 	if len(vs) == 3 {
-		f.marker, _ = replyString(vs[2])
+		f.marker, _ = wire.String(vs[2])
 	}
 	return f, nil
 }
@@ -575,3 +576,21 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 	_ = g.Wait()
 	return found
 }
+
+// nodeReset counts that node i lost its data (its fence counters among
+// them), and logs why (WithLogger).
+func (c *Client) nodeReset(i int, why error) {
+	c.epochMu.Lock()
+	c.resets++
+	c.epochMu.Unlock()
+	c.warnNode(c.pools[i].Addr(), "node lost its data", why)
+	if c.observing() {
+		c.emit(Event{Kind: EventNodeReset, Node: c.pools[i].Addr(), Err: why})
+	}
+}
+
+// Why nodeReset is called: the signs of a node that lost its data.
+var (
+	errEpochChanged = errors.New("its fence epoch changed: fences stay monotonic only while fewer than a quorum of nodes lose their last counter (docs/fencing.md)")
+	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/safety.md)")
+)

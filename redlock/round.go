@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/clock"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
-// op is what a round sends to every node, and how a reply is read.
-type op struct {
+// request is what a round sends to every node, and how a reply is read.
+type request struct {
 	cmd    string       // a command, or
 	script *pool.Script // a script
 	args   []any
@@ -29,6 +30,9 @@ type op struct {
 	// gate makes a node's NodeOK count only while restart safety counts
 	// the node (restart.go); otherwise the node is NodeFailed with why.
 	gate bool
+	// always sends the command even when the caller's context has ended:
+	// a release must go out whatever the caller's context says.
+	always bool
 }
 
 // outcome is one node's reply to a round.
@@ -36,7 +40,7 @@ type outcome struct {
 	i      int
 	status NodeStatus
 	err    error
-	reply  any           // the raw reply, only when the op keeps replies
+	reply  any           // the raw reply, only when the request keeps replies
 	after  time.Duration // when it arrived, from the round's start; with an Observer only
 }
 
@@ -47,10 +51,10 @@ const inlineNodes = 7
 // round is one quorum round: a command sent to every node at once.
 type round struct {
 	c        *Client
-	op       op
+	req      request
 	start    time.Time    // read before the first command was sent
 	nodes    []NodeResult // outcomes known when the round was decided
-	replies  []any        // with op.keep: the raw replies known at the decision
+	replies  []any        // with req.keep: the raw replies known at the decision
 	calls    []nodeCall   // one receiver per node
 	ok       bool         // a quorum did what was asked
 	cause    error        // the caller's context error, when it ended the round
@@ -84,8 +88,8 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	if err != nil {
 		err = explainDenied(err)
 	}
-	status, err := r.op.status(r.nodes[nc.i].Addr, reply, err)
-	if status == NodeOK && r.op.gate {
+	status, err := r.req.status(r.nodes[nc.i].Addr, reply, err)
+	if status == NodeOK && r.req.gate {
 		gen, check, e := r.c.countReply(nc.i)
 		if check {
 			// The reply came on a connection not checked yet: check it
@@ -111,7 +115,7 @@ func (nc *nodeCall) Receive(reply any, err error) {
 func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	r := nc.r
 	nc.out = outcome{i: nc.i, status: status, err: err}
-	if r.op.keep {
+	if r.req.keep {
 		nc.out.reply = reply
 	}
 	if r.c.observing() {
@@ -157,16 +161,16 @@ func (r *round) unsettled(i int) bool {
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
 	_, ok := r.c.pools[i].(pool.Starter)
-	return ok && r.op.script == nil
+	return ok && r.req.script == nil
 }
 
 // keyToken returns the key and token a plain round (SET NX) sent, boxed:
 // its release reuses them. nil for other rounds.
 func (r *round) keyToken() []any {
-	if r.op.cmd != "SET" {
+	if r.req.cmd != "SET" {
 		return nil
 	}
-	return r.op.args[:2:2]
+	return r.req.args[:2:2]
 }
 
 // settledAll reports whether every node has answered r (or it was not
@@ -195,8 +199,7 @@ func (r *round) await() {
 // run sends o to every node at once and returns as soon as the outcome is
 // decided: a quorum did what was asked, or so many nodes refused or failed
 // that no quorum is possible, or the node timeout passed, or ctx ended.
-// When ctx has already ended, nothing is sent unless always is set (a
-// release must go out whatever the caller's context says).
+// When ctx has already ended, nothing is sent unless req.always is set.
 //
 // Node calls never see ctx's cancellation: each one runs until it has a
 // reply or times out, so that a command already sent is never abandoned
@@ -204,9 +207,9 @@ func (r *round) await() {
 // goroutine; others get one goroutine per call, bounded by the node
 // timeout. Replies after the decision arrive on r.late; every call is
 // counted in c.bg, so Close waits for them.
-func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
-	r := c.newRound(o)
-	if err := ctx.Err(); err != nil && !always {
+func (c *Client) run(ctx context.Context, req request) (*round, error) {
+	r := c.newRound(req)
+	if err := ctx.Err(); err != nil && !req.always {
 		r.cause, r.start = err, c.cfg.clock.Now()
 		return r, nil
 	}
@@ -221,16 +224,16 @@ func (c *Client) run(ctx context.Context, always bool, o op) (*round, error) {
 	return r, nil
 }
 
-// newRound returns a round of o, not sent yet.
-func (c *Client) newRound(o op) *round {
+// newRound returns a round of req, not sent yet.
+func (c *Client) newRound(req request) *round {
 	n := len(c.pools)
-	r := &round{c: c, op: o, late: make(chan int, n)}
+	r := &round{c: c, req: req, late: make(chan int, n)}
 	if n <= inlineNodes {
 		r.nodes, r.calls = r.nodeBuf[:n:n], r.callBuf[:n:n]
 	} else {
 		r.nodes, r.calls = make([]NodeResult, n), make([]nodeCall, n)
 	}
-	if o.keep {
+	if req.keep {
 		r.replies = make([]any, n)
 	}
 	for i, p := range c.pools {
@@ -252,9 +255,9 @@ func (r *round) sendAll(ctx context.Context) {
 	}
 	r.start = c.cfg.clock.Now()
 	for i := range c.pools {
-		if r.op.after.on(i) {
+		if r.req.after.on(i) {
 			go func() {
-				r.op.after.await()
+				r.req.after.await()
 				r.send(i, true)
 			}()
 			continue
@@ -325,10 +328,10 @@ func (r *round) timedOut() {
 func (r *round) send(i int, waited bool) {
 	p, rcv := r.c.pools[i], &r.calls[i]
 	if s, ok := p.(pool.Starter); ok {
-		if r.op.script != nil {
-			s.StartEval(rcv, r.op.script, r.op.args...)
+		if r.req.script != nil {
+			s.StartEval(rcv, r.req.script, r.req.args...)
 		} else {
-			s.Start(rcv, r.op.cmd, r.op.args...)
+			s.Start(rcv, r.req.cmd, r.req.args...)
 		}
 		return
 	}
@@ -340,10 +343,10 @@ func (r *round) send(i int, waited bool) {
 		defer cancel()
 		var reply any
 		var err error
-		if r.op.script != nil {
-			reply, err = p.Eval(ctx, r.op.script, r.op.args...)
+		if r.req.script != nil {
+			reply, err = p.Eval(ctx, r.req.script, r.req.args...)
 		} else {
-			reply, err = p.Do(ctx, r.op.cmd, r.op.args...)
+			reply, err = p.Do(ctx, r.req.cmd, r.req.args...)
 		}
 		rcv.Receive(reply, err)
 	}
@@ -416,22 +419,21 @@ func (c *Client) nodeContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout)
 }
 
-// scriptStatus reads the 1/0 answer of the extend and release scripts,
-// and a release's {1, error}: done, but the node refused to announce it.
-func scriptStatus(addr string, reply any, err error) (NodeStatus, error) {
+// doneStatus reads the answer of the extension and release scripts: done
+// (NodeOK), not ours (NodeRefused), or a release done but not announced:
+// NodeOK with the node's refusal to PUBLISH as its error.
+func doneStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if err != nil {
 		return NodeFailed, err
 	}
-	if n, ok := reply.(int64); ok && n == 1 {
-		return NodeOK, nil
+	d := wire.ParseDone(reply)
+	switch {
+	case !d.OK:
+		return NodeRefused, nil
+	case d.Unannounced != "":
+		return NodeOK, &pool.NodeError{Addr: addr, Op: "PUBLISH", Err: &notAnnounced{d.Unannounced}}
 	}
-	if vs, ok := reply.([]any); ok && len(vs) == 2 {
-		if n, ok := vs[0].(int64); ok && n == 1 {
-			msg, _ := replyString(vs[1])
-			return NodeOK, &pool.NodeError{Addr: addr, Op: "PUBLISH", Err: &notAnnounced{msg}}
-		}
-	}
-	return NodeRefused, nil
+	return NodeOK, nil
 }
 
 // notAnnounced is the error of a node that released a key but refused to

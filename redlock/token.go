@@ -4,11 +4,23 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/google/uuid"
 )
+
+// The token formats, all here:
+//   - a round's token: "<client id>:<uuid>" (newTokenWith with the
+//     Client's prefix), so that Inspect can tell whose a lock is;
+//   - a waiting Lock call's id: "<client id>.<n>", n in base 36
+//     (newWaiter); the nodes find the Client's hand-off channel from it;
+//   - its hand-off token: "<call id>/<uuid>", set on a node that hands
+//     the key to the call;
+//   - the token of its script rounds: "<hand-off token>/<round>"
+//     (waiterRoundToken), so that a lock that waited can be released by
+//     its token alone (Restore, waitToken).
 
 // newToken returns 122 random bits from crypto/rand as a UUID string
 // (version 4). The random bytes are read in blocks (tokenBlock), each
@@ -62,3 +74,64 @@ type tokenBlock struct {
 }
 
 var tokenBlocks = sync.Pool{New: func() any { return &tokenBlock{used: 512} }}
+
+// waiterRoundToken is the token of round n of a waiting call whose
+// hand-off token is handoff.
+func waiterRoundToken(handoff string, n int) string {
+	return handoff + "/" + strconv.Itoa(n)
+}
+
+// waitToken reads a token made for a Lock call that waited: its hand-off
+// token ("<call id>/<uuid>") or a round token of it ("<hand-off
+// token>/<round>"). It returns the call's id, and the hand-off token when
+// token is a round token; ok is false for any other token.
+func waitToken(token string) (id, handoff string, ok bool) {
+	id, rest, found := strings.Cut(token, "/")
+	if !found || !waiterID(id) {
+		return "", "", false
+	}
+	secret, round, isRound := strings.Cut(rest, "/")
+	if _, err := uuid.Parse(secret); err != nil || len(secret) != 36 {
+		return "", "", false
+	}
+	if !isRound {
+		return id, "", true
+	}
+	if n, err := strconv.Atoi(round); err != nil || n < 1 || strconv.Itoa(n) != round {
+		return "", "", false
+	}
+	return id, id + "/" + secret, true
+}
+
+// waiterID reports whether id has the form of a Lock call's id: a Client
+// id, a dot, a number in base 36.
+func waiterID(id string) bool {
+	cid, n, found := strings.Cut(id, ".")
+	return found && base36(cid) && base36(n)
+}
+
+func base36(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// tokenClient returns the ID of the Client that made token, "" when it
+// cannot be told. A lock's token is "<client>:<random>" (TryLock and first
+// rounds) or starts with a waiting call's id, "<client>.<n>/" (waitToken).
+func tokenClient(token string) string {
+	if id, _, ok := waitToken(token); ok {
+		cid, _, _ := strings.Cut(id, ".")
+		return cid
+	}
+	if cid, secret, ok := strings.Cut(token, ":"); ok && base36(cid) && len(secret) == 36 {
+		return cid
+	}
+	return ""
+}

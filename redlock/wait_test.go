@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,33 +32,6 @@ func TestRetryAfter(t *testing.T) {
 			d, known := retryAfter(tc.nodes, 3)
 			require.Equal(t, tc.known, known)
 			require.Equal(t, tc.want, d)
-		})
-	}
-}
-
-func TestParseAcquire(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		reply any
-		want  acqReply
-		ok    bool
-	}{
-		{"acquired", int64(1), acqReply{code: codeAcquired}, true},
-		{"acquired with a fence", []any{int64(1), []byte("7"), []byte("epoch")}, acqReply{code: codeAcquired}, true},
-		{"held", []any{int64(0), int64(1500)}, acqReply{code: codeHeld, pttl: 1500}, true},
-		{"reserved", []any{int64(2), int64(40)}, acqReply{code: codeReserved, pttl: 40}, true},
-		{"held without TTL", []any{int64(0), int64(-1)}, acqReply{code: codeHeld, pttl: -1}, true},
-		{"unknown code", []any{int64(9), int64(1)}, acqReply{}, false},
-		{"integer other than 1", int64(0), acqReply{code: 0}, false},
-		{"short array", []any{int64(0)}, acqReply{}, false},
-		{"not an array", "OK", acqReply{}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := parseAcquire(tc.reply)
-			require.Equal(t, tc.ok, ok)
-			if ok {
-				require.Equal(t, tc.want, got)
-			}
 		})
 	}
 }
@@ -93,6 +67,6 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	calls := nodes[0].callLog()
 	require.Equal(t, callRelease, calls[len(calls)-1], "node 0: %v", calls)
 	for i, n := range nodes {
-		require.Zero(t, n.zcard(waitersKey("k")), "node %d still queues the call", i)
+		require.Zero(t, n.zcard(wire.WaitersKey("k")), "node %d still queues the call", i)
 	}
 }

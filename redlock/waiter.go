@@ -6,14 +6,63 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
+
+// Lock takes key for ttl, round after round, until it succeeds or ctx
+// ends. Its first round is TryLock's; after a refusal it waits without
+// polling: it subscribes to the key's release announcements, queues on
+// the nodes (WithHandoffWindow) so that waits are served in the order they
+// began, and sleeps until a release concerns it or the holder's key runs
+// out. A release may hand the key straight to it. When ctx ends first the
+// error matches both ErrNotAcquired and ctx.Err(); other errors are as
+// for TryLock. See docs/waiting.md.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	cfg, err := c.lockConfig(key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	since := c.cfg.clock.Now()
+	// The first round is a plain SET NX, so that an uncontended Lock costs
+	// what TryLock does; not when the Client already waits for the key
+	// (it is likely held, and the script queues) or the lock is fenced.
+	var first *round
+	subscribed, armed := c.notify.state(key)
+	if !subscribed && !cfg.fencing {
+		var l *Lock
+		if l, first, err = c.tryFirst(ctx, key, ttl, cfg); err == nil || asRefusal(err) == nil {
+			c.acquired(key, since, time.Time{}, l, err)
+			return l, err
+		}
+	}
+	w, err := c.newWaiter(key, ttl, cfg, since)
+	if err != nil {
+		c.acquired(key, since, time.Time{}, nil, err)
+		return nil, err
+	}
+	if first != nil {
+		w.refused = c.cfg.clock.Now()
+	}
+	l, err := w.lock(ctx, first, armed)
+	c.acquired(key, since, w.refused, l, err)
+	return l, err
+}
+
+// tryFirst is Lock's first round, TryLock's.
+func (c *Client) tryFirst(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, *round, error) {
+	g, err := c.mutexGrab(key, ttl, cfg, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.take(ctx, &g)
+}
 
 // Split back-off: after a round in which the key was free but no one got a
 // quorum (the nodes split their votes between callers), a waiter waits a
@@ -27,10 +76,59 @@ const (
 // expiryJitter spreads the waiters that wake when a key runs out.
 const expiryJitter = time.Millisecond
 
+// pacing is the pause policy of every waiting call (Lock, LockMulti):
+// how long it sleeps after a refused round.
+type pacing struct {
+	c      *Client
+	retry  pacer
+	splits int // split votes in a row
+}
+
+// next returns how long to sleep after qe, the failures-th refused round
+// in a row, and whether it was a split vote (the key was free but no one
+// got a quorum: the others' releases name the longest waiter, who goes
+// at once). armed says whether releases are heard: without them the call
+// never sleeps past the back-off.
+func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duration, split bool) {
+	delay := p.retry.delay(failures)
+	d = delay
+	switch refused := qe.Count(NodeRefused); {
+	case qe.Count(NodeOK) > 0 && refused < p.c.quorum && !answeredWithError(qe):
+		// A node that answered with an error (read-only, out of memory, no
+		// permission) is no split and will not change soon: the back-off
+		// paces those rounds.
+		p.splits++
+		ceiling := min(splitMin<<min(p.splits-1, 16), splitMax)
+		d, split = rand.N(ceiling+1), true
+	default:
+		p.splits = 0
+		if qe.retryKnown {
+			d = min(qe.RetryAfter, p.c.refresh()) + rand.N(expiryJitter+1)
+		}
+	}
+	if !armed {
+		d = min(d, delay)
+	}
+	return d, split
+}
+
+// endOfWait is the error of a wait that ended with err after the refused
+// round qe: qe with the caller's context error as its cause, or
+// pool.ErrClosed joined with qe.
+func endOfWait(err error, qe *QuorumError) error {
+	if errors.Is(err, pool.ErrClosed) {
+		return errors.Join(pool.ErrClosed, qe)
+	}
+	qe.Cause = err
+	return qe
+}
+
 // waiter is one Lock call that waits for its key: its place in the
 // nodes' queues, its subscription to the key's announcements, its rounds,
 // and what the nodes announced to it since the latest one. Its methods
-// are the waiting algorithm (docs/waiting.md); lock runs it.
+// are the waiting algorithm (docs/waiting.md); lock runs it. Only the
+// call's goroutine uses it, but for the announcements under mu, which the
+// notifier writes (it implements listener).
 type waiter struct {
 	c   *Client
 	key string
@@ -47,32 +145,36 @@ type waiter struct {
 	// clock is far off.
 	since     time.Time
 	sinceWall int64
-	queued    bool     // a node may hold its queue entry
-	counted   bool     // queued while the Client was open: Close waits for its leaving the queue
-	kw        *keyWait // its subscription; nil until it first listens
+	refused   time.Time // when its first round was refused; zero until then
+	queued    bool      // a node may hold its queue entry
+	counted   bool      // queued while the Client was open: Close waits for its leaving the queue
+	kw        *keyWait  // its subscription; nil until it first listens
 	// token is what a release sets the key to on a node that hands it to
 	// this waiter: the lock's token when a quorum did so. "" when it takes
 	// no hand-off (queueing is off, or the lock is fenced).
 	token string
-	// rounds is how many script rounds it sent (each is numbered, from
-	// 1); last is the latest of them; sent those a later command must not
-	// overtake.
-	rounds int
-	last   *round
-	sent   pending
-	splits int // split votes in a row
+	// rounds is the number of its latest script round (numbered from 1
+	// before it is sent); last is the latest round sent; sent those a
+	// later command must not overtake.
+	rounds  int
+	last    *round
+	sent    pending
+	pace    pacing
+	scratch []int // handoffs' list of nodes, reused
 
-	// Announcements since the latest round began: the nodes that released
-	// the key and named this waiter or no one, and those that named it.
+	// mu guards what the notifier writes: the announcements since the
+	// latest round began. Lock order: notifier.mu, then waiter.mu; nothing
+	// else is taken under it (restart safety's counts are read after it
+	// is released).
 	mu     sync.Mutex
-	heard  uint64 // bit i: node i
-	named  uint64
-	ignore uint64        // nodes this waiter released itself after its round
-	wake   chan struct{} // signalled on every announcement that counts
+	heard  uint64 // bit i: node i released the key and named this waiter or no one
+	named  uint64 // bit i: node i kept the key for this waiter
+	ignore uint64 // nodes this waiter released itself after its round
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
 	// there.
 	granted []int
+	wake    chan struct{} // signalled on every announcement that counts, and on pokes
 }
 
 // newWaiter returns the waiter of a Lock call that began at since (on the
@@ -81,7 +183,8 @@ type waiter struct {
 // the lock is fenced, it takes hand-offs, under a token of its own.
 func (c *Client) newWaiter(key string, ttl time.Duration, cfg lockConfig, since time.Time) (*waiter, error) {
 	w := &waiter{c: c, key: key, ttl: ttl, cfg: cfg, wake: make(chan struct{}, 1), since: since,
-		sinceWall: time.Now().UnixMicro() - c.cfg.clock.Now().Sub(since).Microseconds()}
+		sinceWall: time.Now().UnixMicro() - c.cfg.clock.Now().Sub(since).Microseconds(),
+		pace:      pacing{c: c, retry: cfg.retry}}
 	if c.cfg.window > 0 {
 		w.id = c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
 		if !cfg.fencing {
@@ -107,7 +210,7 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 	if first != nil {
 		// The plain round neither queued w nor heard the holder's TTL: once
 		// subscribed, w asks again at once, with the script.
-		w.released(first)
+		w.ignoreOwn(first)
 		w.listen()
 		if !armed {
 			checked = true
@@ -148,33 +251,36 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 		w.listen()
 	}
 	w.forget()
-	l, r, err := w.c.acquire(ctx, w.key, w.ttl, w.cfg, w, false)
+	ww := w.next()
+	g, err := w.c.mutexGrab(w.key, w.ttl, w.cfg, &ww)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, r, err := w.c.take(ctx, &g)
 	w.queuedBy(r) // even if Lock ends now: the script may have queued it
 	if err == nil {
-		l.waited, l.after = w.id, w.sent
-		l.alt = w.token // a node may yet hand the key to w
+		l.queueID, l.after = w.id, w.sent
+		l.handoffToken = w.token // a node may yet hand the key to w
 		return l, nil, nil
 	}
 	qe := asRefusal(err)
 	if qe == nil {
 		return nil, nil, err
 	}
-	w.released(r)
+	if w.refused.IsZero() {
+		w.refused = w.c.cfg.clock.Now()
+	}
+	w.ignoreOwn(r)
 	w.listen()
 	return nil, qe, nil
 }
 
-// asRefusal returns err as a round that did not reach a quorum, which
-// waiting may overcome; nil for anything else.
-func asRefusal(err error) *QuorumError {
-	if err == nil {
-		return nil
-	}
-	var qe *QuorumError
-	if errors.As(err, &qe) && qe.Cause == nil {
-		return qe
-	}
-	return nil
+// next numbers w's next round, once, before it is sent, and returns what
+// the acquisition script is told of w for it.
+func (w *waiter) next() wire.Waiter {
+	w.rounds++
+	return wire.Waiter{ID: w.id, Since: w.sinceWall, Waited: w.c.cfg.clock.Now().Sub(w.since).Microseconds(),
+		Round: w.rounds, Handoff: w.token}
 }
 
 // listen subscribes w to the key's announcements, once.
@@ -192,7 +298,7 @@ func (w *waiter) queuedBy(r *round) {
 	if r == nil {
 		return
 	}
-	w.rounds, w.last = w.rounds+1, r
+	w.last = r
 	w.sent.add(r)
 	if w.id != "" && !w.queued {
 		w.queued, w.counted = true, w.c.bg.add(1)
@@ -207,7 +313,7 @@ func (w *waiter) queuedBy(r *round) {
 // key afresh on the nodes that handed it over.
 func (w *waiter) handoff(ctx context.Context) *Lock {
 	c := w.c
-	n, _, start := w.handedOff(c.countsNow)
+	n, _, start := w.handoffs()
 	if n < c.quorum {
 		return nil
 	}
@@ -215,8 +321,9 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	if left := until.Sub(c.cfg.clock.Now()); left <= w.cfg.minValidity || left < w.ttl/2 {
 		return nil
 	}
-	l := c.newLock(ctx, w.key, w.token, w.ttl, w.last, until, w.cfg)
-	l.waited, l.after = w.id, w.sent
+	g := grab{name: w.key, key: w.key, token: w.token, ttl: w.ttl, cfg: w.cfg}
+	l := c.newLock(ctx, &g, w.last, until)
+	l.queueID, l.after = w.id, w.sent
 	if c.observing() {
 		w.observeHandoff(start, until)
 	}
@@ -228,70 +335,38 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 func (w *waiter) observeHandoff(start, until time.Time) {
 	c := w.c
 	now := c.cfg.clock.Now()
-	info := RoundInfo{Op: opHandoff, Key: w.key, Start: start, Duration: now.Sub(start),
-		Nodes: make([]NodeResult, len(c.pools)), Quorum: true, Validity: until.Sub(now), Drift: c.drift(w.ttl)}
-	w.mu.Lock()
+	info := RoundInfo{Op: OpHandoff, Key: w.key, Start: start, Duration: now.Sub(start),
+		Nodes: make([]NodeResult, len(c.pools)), Won: true, Validity: until.Sub(now), Drift: c.drift(w.ttl)}
 	for i, p := range c.pools {
 		info.Nodes[i].Addr = p.Addr()
-		if w.granted[i] == w.rounds && c.countsNow(i) {
+	}
+	for _, i := range w.grantedNodes() {
+		if c.countsNow(i) {
 			info.Nodes[i].Status = NodeOK
 		}
 	}
-	w.mu.Unlock()
 	for _, ob := range c.cfg.observers {
 		ob.Round(&info)
 	}
 }
 
 // sleep waits after the refused round qe, the failures-th in a row (see
-// pause), until a release concerns w. It returns the error that ends the
-// wait: qe with the caller's context error as its cause, or pool.ErrClosed
-// joined with qe.
+// pacing), until a release concerns w. It returns the error that ends the
+// wait (endOfWait).
 func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error {
-	d, need, namedOnly := w.pause(qe, failures)
-	err := w.await(ctx, d, need, namedOnly)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, pool.ErrClosed):
-		return errors.Join(pool.ErrClosed, qe)
-	}
-	qe.Cause = err
-	return qe
-}
-
-// pause returns how long w sleeps after the refused round qe, and which
-// announcements end the sleep sooner: need nodes announcing a release
-// that counts for w, or with namedOnly one that keeps the key for w.
-func (w *waiter) pause(qe *QuorumError, failures int) (d time.Duration, need int, namedOnly bool) {
-	c := w.c
-	delay := w.cfg.retry.delay(failures)
-	d = delay
-	switch refused := qe.Count(NodeRefused); {
-	case qe.Count(NodeOK) > 0 && refused < c.quorum && !answeredWithError(qe):
-		// A split vote (or too little validity left): the others' releases
-		// name the longest waiter, who goes at once. A node that answered
-		// with an error (read-only, out of memory, no permission) is no
-		// split and will not change soon: the back-off paces those rounds.
-		w.splits++
-		ceiling := min(splitMin<<min(w.splits-1, 16), splitMax)
-		d, namedOnly = rand.N(ceiling+1), true
-	default:
-		w.splits = 0
-		if qe.retryKnown {
-			d = min(qe.RetryAfter, c.refresh()) + rand.N(expiryJitter+1)
-		}
-	}
-	if !c.notify.armed(w.key) {
-		d = min(d, delay) // no announcements: do not sleep past the back-off
-	}
+	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
 	// A release goes to every node at once, but its announcements arrive
 	// one by one. A release that keeps the key for w names it: w goes at
 	// the first such announcement. One that frees the key for anyone
 	// wakes w when as many nodes announced it as refused this round (at
 	// most a quorum), or a short while after the first: asking at once
 	// would find the key still held where the release has not landed yet.
-	return d, min(c.quorum, max(qe.Count(NodeRefused), 1)), namedOnly
+	// After a split vote only a release that names w ends the sleep.
+	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
+	if err := w.await(ctx, d, need, split); err != nil {
+		return endOfWait(err, qe)
+	}
+	return nil
 }
 
 // await waits d, or until a node announced that it keeps the key for w,
@@ -310,7 +385,7 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 		case <-t.C():
 			return nil
 		case <-w.wake:
-			h, others, _ := w.handedOff(c.countsNow)
+			h, others, _ := w.handoffs()
 			n := w.announced(namedOnly)
 			// A quorum handed the key to w: it holds it. A node that keeps
 			// the key for w (a reservation) names it: go, the release
@@ -349,7 +424,8 @@ func (c *Client) grace() time.Duration { return min(c.cfg.nodeTimeout/4, 5*time.
 func (w *waiter) end(ctx context.Context, l *Lock) {
 	c := w.c
 	if w.kw != nil {
-		c.notify.leave(w)
+		c.notify.leave(w.kw, w)
+		w.kw = nil
 	}
 	if !w.counted {
 		return // never queued, or the Client was closed before it could be
@@ -360,11 +436,11 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	}
 	// The release of what was handed to it, if anything: it passes to
 	// the next waiter.
-	owned, alt := reservation(w.id), ""
+	owned, alt := wire.Reservation(w.id), ""
 	if w.token != "" {
 		owned, alt = w.token, owned
 	}
-	args := c.releaseArgs(w.key, owned, w.id, alt)
+	args := c.queue.ReleaseArgs(w.key, owned, w.id, alt)
 	for i, p := range c.pools {
 		if !w.sent.on(i) {
 			c.sendBackground(ctx, p, args)
@@ -386,10 +462,10 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
 	if s, ok := p.(pool.Starter); ok {
 		c.bg.addHeld(1)
-		s.StartEval(bgCall{c}, releaseScript, args...)
+		s.StartEval(bgCall{c}, wire.Release, args...)
 		return
 	}
-	c.bg.goHeld(func() { c.evalBounded(ctx, p, releaseScript, args) })
+	c.bg.goHeld(func() { c.evalBounded(ctx, p, wire.Release, args) })
 }
 
 // bgCall receives the reply of a background command that nobody reads.
@@ -397,32 +473,47 @@ type bgCall struct{ c *Client }
 
 func (b bgCall) Receive(any, error) { b.c.bg.end() }
 
-// signal notes that node i released the key and named next: "" for no
-// one, "<id>" for a reservation, "<id> <round>" for a hand-off.
-func (w *waiter) signal(i int, next string) {
-	id, round, handoff := strings.Cut(next, " ")
-	if id != w.id && next != "" {
+// released implements listener: node i released the key, leaving it free
+// (to is "") or keeping it for the waiter to.
+func (w *waiter) released(i int, to string) {
+	if to != "" && to != w.id {
 		return // the node keeps the key for another waiter
 	}
-	bit := uint64(1) << (i % 64) // more than 64 nodes share bits: a quorum is then sooner assumed
+	bit := nodeBit(i)
 	w.mu.Lock()
-	switch {
-	case handoff:
-		if n, err := strconv.Atoi(round); err == nil && i < len(w.granted) {
-			w.granted[i] = max(w.granted[i], n)
-		}
-	case next != "":
-		w.heard |= bit
+	w.heard |= bit
+	if to != "" {
 		w.named |= bit
-	default:
-		w.heard |= bit
 	}
 	w.mu.Unlock()
+	w.poke()
+}
+
+// handedOff implements listener: node i handed the key to the waiter to
+// after that waiter's round ran there.
+func (w *waiter) handedOff(i int, to string, round int) {
+	if to != w.id {
+		return
+	}
+	w.mu.Lock()
+	if i < len(w.granted) {
+		w.granted[i] = max(w.granted[i], round)
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// poke implements listener: w counts again what it heard.
+func (w *waiter) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
+
+// nodeBit is node i's bit in a waiter's masks; more than 64 nodes share
+// bits: a quorum is then sooner assumed.
+func nodeBit(i int) uint64 { return uint64(1) << (i % 64) }
 
 // forget drops announcements from before the round about to start: that
 // round sees the nodes as they are.
@@ -436,16 +527,16 @@ func (w *waiter) forget() {
 	w.mu.Unlock()
 }
 
-// released notes the nodes that granted w's failed round: w released them
-// itself, so their announcements tell it nothing.
-func (w *waiter) released(r *round) {
+// ignoreOwn notes the nodes that granted w's failed round: w released
+// them itself, so their announcements tell it nothing.
+func (w *waiter) ignoreOwn(r *round) {
 	if r == nil {
 		return
 	}
 	var mask uint64
 	for i, n := range r.nodes {
 		if n.Status == NodeOK {
-			mask |= uint64(1) << (i % 64)
+			mask |= nodeBit(i)
 		}
 	}
 	w.mu.Lock()
@@ -464,23 +555,43 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
-// handedOff returns how many nodes that counts (restart safety) handed
-// the key to w after its latest round ran there, and when that round began: each of those nodes holds
-// w's token for its TTL from then at least. others counts those among
-// them that w did not release itself after that round (a node that w
-// released hands the key back to w when w heads its queue: that tells w
-// nothing new).
-func (w *waiter) handedOff(counts func(i int) bool) (n, others int, start time.Time) {
+// grantedNodes returns the nodes that handed the key to w after its
+// latest round ran there, in a slice w reuses.
+func (w *waiter) grantedNodes() []int {
 	k := w.rounds
-	if w.token == "" || k == 0 {
+	w.scratch = w.scratch[:0]
+	if w.token == "" || k == 0 || w.last == nil {
+		return w.scratch
+	}
+	w.mu.Lock()
+	for i, r := range w.granted {
+		if r == k {
+			w.scratch = append(w.scratch, i)
+		}
+	}
+	w.mu.Unlock()
+	return w.scratch
+}
+
+// handoffs returns how many nodes that count (restart safety) handed the
+// key to w after its latest round ran there, and when that round began:
+// each of those nodes holds w's token for its TTL from then at least.
+// others counts those among them that w did not release itself after
+// that round (a node that w released hands the key back to w when w
+// heads its queue: that tells w nothing new). Restart safety is asked
+// outside w.mu.
+func (w *waiter) handoffs() (n, others int, start time.Time) {
+	nodes := w.grantedNodes()
+	if len(nodes) == 0 {
 		return 0, 0, time.Time{}
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i, r := range w.granted {
-		if r == k && counts(i) {
+	ignore := w.ignore
+	w.mu.Unlock()
+	for _, i := range nodes {
+		if w.c.countsNow(i) {
 			n++
-			if w.ignore&(uint64(1)<<(i%64)) == 0 {
+			if ignore&nodeBit(i) == 0 {
 				others++
 			}
 		}
@@ -488,56 +599,21 @@ func (w *waiter) handedOff(counts func(i int) bool) (n, others int, start time.T
 	return n, others, w.last.start
 }
 
-// roundToken returns the token of a round: a new random one after the
-// Client's id ("<client id>:<uuid>", so that Inspect can tell whose it
-// is), or for the script round of a waiter that takes hand-offs, its
-// hand-off token + "/" + the round's number. A lock that waited can thus be released by its
-// token alone (Restore): the token names the Lock call and its hand-off
-// token (waitToken).
-func (c *Client) roundToken(w *waiter, plain bool) (string, error) {
-	if plain || w == nil || w.token == "" {
-		return newTokenWith(c.tokenPrefix)
-	}
-	return w.token + "/" + strconv.Itoa(w.rounds+1), nil
+// windowMs is the reservation window in whole milliseconds (rounded up).
+func (c *Client) windowMs() int64 {
+	return int64((c.cfg.window + time.Millisecond - 1) / time.Millisecond)
 }
 
-// waitToken reads a token made for a Lock call that waited: its hand-off
-// token ("<call id>/<uuid>") or a round token of it ("<hand-off
-// token>/<round>"). It returns the call's id, and the hand-off token when
-// token is a round token; ok is false for any other token.
-func waitToken(token string) (id, handoff string, ok bool) {
-	id, rest, found := strings.Cut(token, "/")
-	if !found || !waiterID(id) {
-		return "", "", false
-	}
-	secret, round, isRound := strings.Cut(rest, "/")
-	if _, err := uuid.Parse(secret); err != nil || len(secret) != 36 {
-		return "", "", false
-	}
-	if !isRound {
-		return id, "", true
-	}
-	if n, err := strconv.Atoi(round); err != nil || n < 1 || strconv.Itoa(n) != round {
-		return "", "", false
-	}
-	return id, id + "/" + secret, true
+// refresh is the longest a waiter sleeps between rounds, even with
+// announcements: each round renews its queue entries, so an entry left by
+// a waiter that vanished runs out soon.
+func (c *Client) refresh() time.Duration {
+	return max(time.Second, 5*c.cfg.nodeTimeout)
 }
 
-// waiterID reports whether id has the form of a Lock call's id: a Client
-// id, a dot, a number in base 36.
-func waiterID(id string) bool {
-	cid, n, found := strings.Cut(id, ".")
-	return found && base36(cid) && base36(n)
-}
-
-func base36(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if (r < '0' || r > '9') && (r < 'a' || r > 'z') {
-			return false
-		}
-	}
-	return true
+// entrySlack is how long a waiter's queue entry outlives the time it was
+// told to come back: it comes back by then, unless it is gone. A waiter
+// that left without saying so is dropped from the queues that much later.
+func (c *Client) entrySlack() time.Duration {
+	return c.cfg.nodeTimeout + 100*time.Millisecond
 }

@@ -2,11 +2,13 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -14,7 +16,7 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5)
 	w := newTestWaiter(t, c, clk.Now())
 	other := "c2.x"
-	w.signal(0, other) // kept for another waiter: ignored
+	w.announce(0, other) // kept for another waiter: ignored
 	require.Zero(t, w.announced(false))
 	select {
 	case <-w.wake:
@@ -22,15 +24,15 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	default:
 	}
 
-	w.signal(1, "")   // free for anyone
-	w.signal(2, w.id) // kept for w
-	w.signal(2, w.id) // the same node twice counts once
+	w.announce(1, "")   // free for anyone
+	w.announce(2, w.id) // kept for w
+	w.announce(2, w.id) // the same node twice counts once
 	require.Equal(t, 2, w.announced(false))
 	require.Equal(t, 1, w.announced(true))
 	<-w.wake
 
 	// The nodes w released itself after its failed round do not count.
-	w.released(&round{nodes: []NodeResult{{}, {Status: NodeOK}, {}}})
+	w.ignoreOwn(&round{nodes: []NodeResult{{}, {Status: NodeOK}, {}}})
 	require.Equal(t, 1, w.announced(false))
 
 	w.forget()
@@ -41,27 +43,27 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 func TestWaiter_countsHandOffsThatFollowedItsLatestRound(t *testing.T) {
 	c, _, clk := newFakeClient(t, 5)
 	w := newTestWaiter(t, c, clk.Now())
-	n, _, _ := w.handedOff(all)
+	n, _, _ := w.handoffs()
 	require.Zero(t, n, "no round yet")
 	w.rounds, w.last = 2, &round{start: clk.Now().Add(time.Second)}
-	w.signal(0, w.id+" 2")
-	w.signal(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
-	w.signal(2, "c2.x 2")   // another waiter's
-	w.signal(3, w.id+" x2") // garbled
-	n, _, start := w.handedOff(all)
+	w.announce(0, w.id+" 2")
+	w.announce(1, w.id+" 1")  // before round 2 ran there: round 2 may have taken it back
+	w.announce(2, "c2.x 2")   // another waiter's
+	w.announce(3, w.id+" x2") // garbled
+	n, _, start := w.handoffs()
 	require.Equal(t, 1, n)
 	require.Equal(t, w.last.start, start, "counted from the start of round 2")
-	w.signal(1, w.id+" 2")
-	w.signal(0, w.id+" 1") // a late announcement does not undo a newer one
-	w.signal(4, w.id+" 2")
-	n, _, _ = w.handedOff(all)
+	w.announce(1, w.id+" 2")
+	w.announce(0, w.id+" 1") // a late announcement does not undo a newer one
+	w.announce(4, w.id+" 2")
+	n, _, _ = w.handoffs()
 	require.Equal(t, 3, n)
 	require.Zero(t, w.announced(false), "a hand-off is not a release for anyone")
 	require.Zero(t, w.announced(true), "nor a reservation that needs a round")
 
 	// A new round may take back what was handed over before it.
 	w.rounds, w.last = 3, &round{start: clk.Now()}
-	n, _, _ = w.handedOff(all)
+	n, _, _ = w.handoffs()
 	require.Zero(t, n)
 }
 
@@ -73,15 +75,15 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	round := clk.Now()
 	clk.Advance(3 * time.Second)
 	for i := range 2 {
-		w.signal(i, w.id+" 1")
+		w.announce(i, w.id+" 1")
 	}
 	require.Nil(t, w.handoff(context.Background()), "2 nodes are not a quorum")
-	w.signal(2, w.id+" 1")
+	w.announce(2, w.id+" 1")
 	l := w.handoff(context.Background())
 	require.NotNil(t, l)
 	require.Equal(t, w.token, l.Token())
 	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
-	require.Equal(t, w.id, l.waited, "its release leaves the queue")
+	require.Equal(t, w.id, l.queueID, "its release leaves the queue")
 
 	// Less than half the TTL left: a round takes the key afresh.
 	clk.Advance(2*time.Second - driftFloor - time.Millisecond) // 5s+1ms left
@@ -125,35 +127,35 @@ func TestSleep(t *testing.T) {
 	})
 	t.Run("a reservation for it wakes it at once", func(t *testing.T) {
 		w, done := start(time.Hour, 3, false)
-		w.signal(0, w.id)
+		w.announce(0, w.id)
 		require.NoError(t, <-done)
 	})
 	t.Run("hand-offs from a quorum wake it", func(t *testing.T) {
 		w, done := startW(afterRound(), time.Hour, 3, false)
-		w.signal(0, w.id+" 1")
-		w.signal(1, w.id+" 1")
+		w.announce(0, w.id+" 1")
+		w.announce(1, w.id+" 1")
 		requireAsleep(done)
-		w.signal(2, w.id+" 1")
+		w.announce(2, w.id+" 1")
 		require.NoError(t, <-done)
 	})
 	t.Run("hand-offs from fewer nodes: a round after the grace", func(t *testing.T) {
 		w, done := startW(afterRound(), time.Hour, 3, false)
-		w.signal(0, w.id+" 1")
+		w.announce(0, w.id+" 1")
 		requireAsleep(done)
 		clk.Advance(5 * time.Millisecond)
 		require.NoError(t, <-done)
 	})
 	t.Run("free-for-all announcements: enough nodes", func(t *testing.T) {
 		w, done := start(time.Hour, 2, false)
-		w.signal(0, "")
+		w.announce(0, "")
 		requireAsleep(done)
-		w.signal(1, "")
+		w.announce(1, "")
 		require.NoError(t, <-done)
 	})
 	t.Run("free-for-all announcements: grace after the first", func(t *testing.T) {
 		w, done := start(time.Hour, 3, false)
 		from := clk.Now()
-		w.signal(0, "")
+		w.announce(0, "")
 		requireAsleep(done)
 		// Time goes on a millisecond at a time until it wakes: after the
 		// grace (5ms), long before its hour.
@@ -172,17 +174,17 @@ func TestSleep(t *testing.T) {
 	})
 	t.Run("the grace never outlasts the wait", func(t *testing.T) {
 		w, done := start(2*time.Millisecond, 3, false)
-		w.signal(0, "")
+		w.announce(0, "")
 		requireAsleep(done)
 		clk.Advance(2 * time.Millisecond)
 		require.NoError(t, <-done)
 	})
 	t.Run("after a split only a hand-off to it counts", func(t *testing.T) {
 		w, done := start(time.Hour, 1, true)
-		w.signal(0, "")
-		w.signal(1, "")
+		w.announce(0, "")
+		w.announce(1, "")
 		requireAsleep(done)
-		w.signal(2, w.id)
+		w.announce(2, w.id)
 		require.NoError(t, <-done)
 	})
 	t.Run("context", func(t *testing.T) {
@@ -235,15 +237,17 @@ func TestWaitToken(t *testing.T) {
 	gotID, _, ok := waitToken(w.token)
 	require.True(t, ok)
 	require.Equal(t, w.id, gotID)
-	round, err := c.roundToken(w, false)
+	ww := w.next()
+	g, err := c.mutexGrab("k", time.Second, w.cfg, &ww)
 	require.NoError(t, err)
-	gotID, gotHandoff, ok := waitToken(round)
+	gotID, gotHandoff, ok := waitToken(g.token)
 	require.True(t, ok)
 	require.Equal(t, w.id, gotID)
 	require.Equal(t, w.token, gotHandoff)
-	plain, err := c.roundToken(w, true)
+	require.True(t, strings.HasSuffix(g.token, "/1"), "the round's number, counted before it is sent")
+	plain, err := c.mutexGrab("k", time.Second, w.cfg, nil)
 	require.NoError(t, err)
-	_, _, ok = waitToken(plain)
+	_, _, ok = waitToken(plain.token)
 	require.False(t, ok, "a plain round's token is a bare random value")
 }
 
@@ -254,7 +258,7 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	// No queueing: the waiter is not counted as work Close waits for.
 	c, _, clk := newFakeClient(t, 2, WithHandoffWindow(0))
 	pendingRound := func() *round {
-		r := &round{c: c, op: op{script: acquireScript}, sent: true, nodes: make([]NodeResult, 2)}
+		r := &round{c: c, req: request{script: wire.Acquire}, sent: true, nodes: make([]NodeResult, 2)}
 		r.left.Store(1) // one reply to come
 		return r
 	}
@@ -267,7 +271,7 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	require.Equal(t, r2, w.sent.last)
 	require.Equal(t, []*round{r1}, w.sent.earlier)
 
-	o := op{after: w.sent}
+	o := request{after: w.sent}
 	require.True(t, o.after.on(0))
 	require.True(t, o.after.on(1), "r1 is pending on node 1")
 	r1.replied()
@@ -284,9 +288,6 @@ func TestOp_waitsForEveryUnsettledRound(t *testing.T) {
 	require.Empty(t, w.sent.earlier)
 	(&round{}).await() // never sent: does not block
 }
-
-// all counts every node.
-func all(int) bool { return true }
 
 func TestRound_awaitReturnsWithTheLastReply(t *testing.T) {
 	r := &round{sent: true, nodes: make([]NodeResult, 2)}
@@ -320,15 +321,15 @@ func TestRound_aPlainRoundOnAStarterNeedNotBeWaitedFor(t *testing.T) {
 	c, err := New(pools, WithRestartSafety(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	unsettled := func(o op) *round {
-		r := &round{c: c, op: o, sent: true, nodes: make([]NodeResult, 3)}
+	unsettled := func(o request) *round {
+		r := &round{c: c, req: o, sent: true, nodes: make([]NodeResult, 3)}
 		r.left.Store(3)
 		return r
 	}
-	plain := unsettled(op{cmd: "SET"})
+	plain := unsettled(request{cmd: "SET"})
 	require.False(t, plain.unsettled(0), "a Starter keeps the order")
 	require.True(t, plain.unsettled(2), "a pool that is not a Starter does not")
-	script := unsettled(op{script: acquireScript})
+	script := unsettled(request{script: wire.Acquire})
 	require.True(t, script.unsettled(0), "a script may be sent again behind later commands")
 }
 
@@ -343,3 +344,12 @@ func (p starterPool) Eval(context.Context, *pool.Script, ...any) (any, error) {
 func (p starterPool) Close() error                                  { return nil }
 func (p starterPool) Start(pool.Receiver, string, ...any)           {}
 func (p starterPool) StartEval(pool.Receiver, *pool.Script, ...any) {}
+
+// announce hands w what node i announced, as the notifier does.
+func (w *waiter) announce(i int, msg string) {
+	if a := wire.ParseAnnouncement(msg); a.Handoff {
+		w.handedOff(i, a.To, a.Round)
+	} else {
+		w.released(i, a.To)
+	}
+}

@@ -1,10 +1,7 @@
 package tests
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -125,10 +123,7 @@ func TestTryLock_withTwoNodesPausedDoesNotWaitForThem(t *testing.T) {
 // releaseSHA is the SHA1 of the release script, as EVALSHA names it.
 func releaseSHA(t *testing.T) string {
 	// The script Unlock runs for a lock taken without waiting.
-	src, err := os.ReadFile("../redlock/release_free.lua")
-	require.NoError(t, err)
-	sum := sha1.Sum(src)
-	return hex.EncodeToString(sum[:])
+	return wire.ReleaseFree.Hash()
 }
 
 func TestUnlock_worksAfterTheScriptCacheWasFlushed(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -237,7 +238,7 @@ func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) 
 func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
 	e := newEnv(t, 1)
 	fkey := keyslot.Helper(newKey(t), "fence")
-	store := script(t, "fence_store.lua", 1)
+	store := script(wire.FenceStore, 1)
 	conn := dialNode(t, e.nodes[0])
 	for _, tc := range []struct {
 		fence int

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -161,37 +161,28 @@ func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
 }
 
-// script loads one of redlock's Lua scripts from its source file, after
-// the queue's functions, as redlock does for the scripts that use them.
-func script(t *testing.T, name string, keys int) *redis.Script {
-	t.Helper()
-	src, err := os.ReadFile("../redlock/" + name)
-	require.NoError(t, err)
-	if name == "acquire.lua" || name == "release.lua" {
-		queue, err := os.ReadFile("../redlock/queue.lua")
-		require.NoError(t, err)
-		src = append(queue, src...)
-	}
-	return redis.NewScript(keys, string(src))
+// script returns one of the protocol's scripts (internal/wire) as a
+// redigo script, for tests that run it on a node by hand; keys is its key
+// count, -1 when it goes with each call.
+func script(s *pool.Script, keys int) *redis.Script {
+	return redis.NewScript(keys, s.Source())
 }
 
+// testQueue is the queue arguments of the script tests: window 50ms,
+// slack 150ms, refresh 1s.
+var testQueue = wire.NewQueue(50, 150, 1000)
+
 // acquireArgs are acquire.lua's keys and arguments for waiter id's round
-// with token, hand-off token handoff, TTL 10s, and a wait that began now:
-// first queue.lua's (the names, window 50ms, slack 150ms).
+// with token, hand-off token handoff, TTL 10s, and a wait that began now.
 func acquireArgs(key, token, id string, round int, handoff string) []any {
-	prio := time.Now().UnixMicro()
-	return []any{3, key, keyslot.Helper(key, "waiters"), keyslot.Helper(key, "waiters:until"),
-		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
-		token, 10_000, id, prio, 0, 1000, round, handoff}
+	return testQueue.AcquireArgs(key, token, 10_000,
+		wire.Waiter{ID: id, Since: time.Now().UnixMicro(), Round: round, Handoff: handoff}, "")
 }
 
 // releaseArgs are release.lua's keys and arguments for giving up owned
-// and alt, the queue id id leaving the queue: first queue.lua's, as in
-// acquireArgs.
+// and alt, the queue id id leaving the queue.
 func releaseArgs(key, owned, id, alt string) []any {
-	return []any{key, keyslot.Helper(key, "waiters"), keyslot.Helper(key, "waiters:until"),
-		"redlock:reserved:", "redlock:handoff:", ":" + key, 50, 150,
-		owned, id, alt, "redlock:released:" + key}
+	return testQueue.ReleaseArgs(key, owned, id, alt)
 }
 
 // The scripts, on one real node: a hand-off sets the head's token and
@@ -200,7 +191,7 @@ func releaseArgs(key, owned, id, alt string) []any {
 func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	e := newEnv(t, 1)
 	s := e.nodes[0]
-	acquire, release := script(t, "acquire.lua", -1), script(t, "release.lua", 3)
+	acquire, release := script(wire.Acquire, -1), script(wire.Release, 3)
 	conn := dialNode(t, s)
 	key := newKey(t)
 	eval := func(sc *redis.Script, args ...any) any {

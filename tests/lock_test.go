@@ -2,9 +2,7 @@ package tests
 
 import (
 	"context"
-	"crypto/sha1"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/faults"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -413,7 +412,5 @@ func TestUnlock_aSlowNodeKeepsGrantingWhenTheHolderLocksAgainAtOnce(t *testing.T
 // whose source deletes the key and announces it.
 func releaseFreeHash(t *testing.T) string {
 	t.Helper()
-	src, err := os.ReadFile("../redlock/release_free.lua")
-	require.NoError(t, err)
-	return fmt.Sprintf("%x", sha1.Sum(src))
+	return wire.ReleaseFree.Hash()
 }

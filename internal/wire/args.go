@@ -1,0 +1,161 @@
+package wire
+
+import "github.com/quorumlock/redlock/internal/keyslot"
+
+// The arguments of each script: its keys, then its values, in the order
+// of the named locals at the top of its source. A script whose key count
+// goes with each call (-1) takes the count first.
+
+// Queue is the queue's fixed arguments of one Client, boxed once, each
+// in milliseconds: the reservation window, how long an entry outlives
+// the time its waiter was told to come back (the slack), and the longest
+// a waiter sleeps between rounds (the refresh).
+type Queue struct {
+	window, slack, refresh any
+}
+
+// NewQueue returns the queue arguments for the given milliseconds.
+func NewQueue(windowMs, slackMs, refreshMs int64) Queue {
+	return Queue{window: windowMs, slack: slackMs, refresh: refreshMs}
+}
+
+// Waiter is what the acquisition script learns of a waiting Lock call;
+// the zero value is a caller that does not wait (TryLock).
+type Waiter struct {
+	ID      string // its entry in the key's queue: "<client id>.<n>"
+	Since   int64  // when its wait began, µs of wall-clock time: its place
+	Waited  int64  // how long it has waited, µs on the monotonic clock
+	Round   int    // the number of this round, from 1
+	Handoff string // its hand-off token; "" when it takes no hand-off
+}
+
+// appendQueue appends the arguments that queue.lua takes first, ARGV[1..5].
+func (q Queue) appendQueue(args []any, key string) []any {
+	return append(args, ReservedPrefix, HandoffPrefix, HandoffTail(key), q.window, q.slack)
+}
+
+// AcquireArgs are the acquisition script's key count, keys and arguments
+// for round w (the zero Waiter for a caller that does not wait) that sets
+// token for ms; epoch is a new random epoch for a fenced acquisition, ""
+// for none.
+func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) []any {
+	nkeys := 3
+	if epoch != "" {
+		nkeys = 5
+	}
+	args := make([]any, 0, 20)
+	args = append(args, nkeys, key, WaitersKey(key), EntriesKey(key))
+	if epoch != "" {
+		args = append(args, FenceKey(key), EpochKey(keyslot.Slot(key)))
+	}
+	args = q.appendQueue(args, key)
+	args = append(args, token, ms, w.ID, w.Since, w.Waited, q.refresh, w.Round, w.Handoff)
+	if epoch != "" {
+		args = append(args, epoch)
+	}
+	return args
+}
+
+// ReleaseArgs are the release script's keys and arguments: key gives up
+// owned (a token, or a waiter's hand-off token or reservation) and alt
+// ("" for none): a lock won by a round also gives up its waiter's
+// hand-off token, which a node may have set after the round ran there.
+// waited is the queue id that leaves the queue ("" for none).
+func (q Queue) ReleaseArgs(key, owned, waited, alt string) []any {
+	args := make([]any, 0, 12)
+	args = append(args, key, WaitersKey(key), EntriesKey(key))
+	args = q.appendQueue(args, key)
+	return append(args, owned, waited, alt, ReleaseChannel(key))
+}
+
+// ForceArgs are the forced release's keys and arguments: key is given up
+// whatever it holds.
+func (q Queue) ForceArgs(key string) []any {
+	args := make([]any, 0, 9)
+	args = append(args, key, WaitersKey(key), EntriesKey(key))
+	args = q.appendQueue(args, key)
+	return append(args, ReleaseChannel(key))
+}
+
+// InspectArgs are the inspection script's keys: key, its queue and its
+// fence counter.
+func InspectArgs(key string) []any {
+	return []any{key, WaitersKey(key), FenceKey(key)}
+}
+
+// ReleaseFreeArgs are the short release's keys and arguments: key gives
+// up token. They are any so that a plain round's boxed key and token
+// serve as they are.
+func ReleaseFreeArgs(key, token any) []any {
+	return []any{key, token, ReleasedPrefix}
+}
+
+// SetArgs are the arguments of SET key token NX PX ms, the plain
+// acquisition that needs no script.
+func SetArgs(key, token string, ms int64) []any {
+	return []any{key, token, "NX", "PX", ms}
+}
+
+// ExtendArgs are the extension script's keys and arguments: key, if it
+// holds token, lives ms from now.
+func ExtendArgs(key, token string, ms int64) []any {
+	return []any{key, token, ms}
+}
+
+// FenceStoreArgs are the fence write-back's keys and arguments: key's
+// counter takes fence if it is above it.
+func FenceStoreArgs(key string, fence uint64) []any {
+	return []any{FenceKey(key), fence}
+}
+
+// NodeCheckArgs are the restart check's keys and arguments: mark is the
+// run id to mark the node with, if it is the node's, "" for none.
+func NodeCheckArgs(mark string) []any {
+	return []any{MarkerKey, mark}
+}
+
+// MultiAcquireArgs are the multi-key acquisition's key count, keys and
+// arguments: keys take token for ms; with fencing (epoch is not "") their
+// fence counters and their slots' epochs come after them.
+func MultiAcquireArgs(keys []string, token string, ms int64, epoch string) []any {
+	nkeys := len(keys)
+	if epoch != "" {
+		nkeys *= 3
+	}
+	args := make([]any, 0, nkeys+5)
+	args = append(args, nkeys)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if epoch != "" {
+		for _, k := range keys {
+			args = append(args, FenceKey(k))
+		}
+		for _, k := range keys {
+			args = append(args, EpochKey(keyslot.Slot(k)))
+		}
+	}
+	return append(args, token, ms, len(keys), epoch)
+}
+
+// MultiExtendArgs are the multi-key extension's key count, keys and
+// arguments: every key that holds token lives ms from now, or none.
+func MultiExtendArgs(keys []string, token string, ms int64) []any {
+	return multiKeys(keys, token, ms)
+}
+
+// MultiReleaseArgs are the multi-key release's key count, keys and
+// arguments: every key that holds token is given up and announced.
+func MultiReleaseArgs(keys []string, token string) []any {
+	return multiKeys(keys, token, ReleasedPrefix)
+}
+
+// multiKeys is the key count and keys, then more.
+func multiKeys(keys []string, more ...any) []any {
+	args := make([]any, 0, len(keys)+1+len(more))
+	args = append(args, len(keys))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return append(args, more...)
+}

@@ -1,0 +1,13 @@
+// Package wire is the protocol that redlock Clients speak to the Redis
+// nodes, in one place: every Lua script with the command table used to
+// name a refused command, the names of the keys and channels a Client
+// keeps on a node, the argument builders in the order each script takes
+// them, and the readers of each script's reply.
+//
+// Every process that locks the same keys must agree on all of it byte
+// for byte: a Client written in another language implements what this
+// package says, and docs/operations.md ("Keys and channels", "The
+// protocol") describes the same in prose. The scripts take every key in
+// KEYS and every value in ARGV, channel names included; nothing is ever
+// interpolated into their source.
+package wire

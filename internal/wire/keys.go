@@ -1,0 +1,73 @@
+package wire
+
+import "github.com/quorumlock/redlock/internal/keyslot"
+
+// The names of everything a Client keeps on the nodes or announces
+// through them, all derived here. The scripts build none of them: the
+// Client passes each key in KEYS and each channel or value in ARGV. A
+// script completes two names: the hand-off channel of the waiter at the
+// head of a queue, whose Client only the node knows (it gets the parts
+// around the Client id), and, in the short release, the release channel
+// (it gets the prefix). docs/operations.md ("Keys and channels") has the
+// table of them all: type, contents, writer.
+//
+// Every key a script touches with a lock key is in the lock key's Redis
+// Cluster hash slot, so that a node may be a cluster: the helper keys are
+// named after the lock key's hash tag (keyslot.Helper).
+
+// WaitersKey is the queue of the Lock calls that wait for key: a sorted
+// set of waiter ids by priority (queue.lua).
+func WaitersKey(key string) string { return keyslot.Helper(key, "waiters") }
+
+// EntriesKey is the hash of the queue's entries: waiter id -> deadline,
+// and latest round, TTL and hand-off token (queue.lua).
+func EntriesKey(key string) string { return keyslot.Helper(key, "waiters:until") }
+
+// FenceKey is key's fence counter (WithFencing). It has no TTL.
+func FenceKey(key string) string { return keyslot.Helper(key, "fence") }
+
+// EpochKey holds the node's epoch for a hash slot: a random value the
+// first fenced acquisition of a key in the slot creates (SET NX, no TTL).
+// A node that lost its data comes back without it, so a new value tells
+// the Client that the node's fence counters are gone (docs/fencing.md).
+// One per slot rather than one per node, so that the acquisition script
+// reaches it on a cluster.
+func EpochKey(slot uint16) string { return "redlock:epoch:{" + keyslot.Tag(slot) + "}" }
+
+// MarkerKey holds the run id of the node's process that restart safety
+// last counted (docs/safety.md). It has no TTL.
+const MarkerKey = "redlock:node"
+
+// ReleaseChannel is where every node announces, with an empty message,
+// that key was released and left free for anyone. The short release
+// (release_free.lua) takes ReleasedPrefix and completes it, which spares
+// an uncontended Unlock building the name.
+func ReleaseChannel(key string) string { return ReleasedPrefix + key }
+
+// ReleasedPrefix starts every ReleaseChannel.
+const ReleasedPrefix = "redlock:released:"
+
+// HandoffPrefix starts every HandoffChannel. A release that gives key to
+// a waiting Lock call announces it to that call's Client alone, on
+// HandoffChannel(client id, key): the message is the call's id and the
+// number of its round that the hand-off followed ("<id> <round>"), or the
+// id alone for a reservation (a fenced call). A waiter id is "<client
+// id>.<n>", so the script that hands the key on finds the channel as
+// HandoffPrefix + the id up to its dot + HandoffTail(key).
+const HandoffPrefix = "redlock:handoff:"
+
+// HandoffTail ends key's hand-off channels (see HandoffPrefix).
+func HandoffTail(key string) string { return ":" + key }
+
+// HandoffChannel is where the nodes announce the hand-offs of key to the
+// waiters of the Client cid.
+func HandoffChannel(cid, key string) string { return HandoffPrefix + cid + HandoffTail(key) }
+
+// ReservedPrefix starts a reservation. A release keeps the key for a
+// waiter that takes no hand-off (a fenced one) by leaving Reservation(its
+// id) in it, for the hand-off window: SET NX from anyone fails, and the
+// acquisition script lets that waiter in.
+const ReservedPrefix = "redlock:reserved:"
+
+// Reservation is the value that keeps a free key for the waiter id.
+func Reservation(id string) string { return ReservedPrefix + id }

@@ -1,0 +1,37 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/keyslot"
+)
+
+// The names are shared with every process that locks the same keys:
+// they must not change (docs/operations.md has the table).
+func TestKeys_namesAreTheWireNames(t *testing.T) {
+	require.Equal(t, "k:{k}waiters", WaitersKey("k"), "the shortest tag of k's slot is k")
+	require.Equal(t, "k:{k}waiters:until", EntriesKey("k"))
+	require.Equal(t, "k:{k}fence", FenceKey("k"))
+	require.Equal(t, "{user1}:lock:waiters", WaitersKey("{user1}:lock"), "a key's own hash tag is kept")
+	require.Equal(t, "{user1}:lock:fence", FenceKey("{user1}:lock"))
+	require.Equal(t, "redlock:epoch:{k}", EpochKey(keyslot.Slot("k")))
+	require.Equal(t, "redlock:node", MarkerKey)
+	require.Equal(t, "redlock:released:k", ReleaseChannel("k"))
+	require.Equal(t, "redlock:handoff:c:k", HandoffChannel("c", "k"))
+	require.Equal(t, "redlock:reserved:c.1", Reservation("c.1"))
+}
+
+// The scripts build no name of their own: every name comes from keys.go.
+func TestKeys_scriptsHoldNoNames(t *testing.T) {
+	for _, s := range Scripts {
+		for _, line := range strings.Split(s.Source, "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			require.NotRegexp(t, `"redlock:\S`, code, "%s: a name built in a script: %s", s.Name, line)
+			require.NotContains(t, code, `":`, "%s: a name built in a script: %s", s.Name, line)
+			require.NotContains(t, code, "KEYS[1] ..", "%s: a name built in a script: %s", s.Name, line)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Codes of the acquisition scripts' replies (acquire.lua,
+// multi_acquire.lua).
+const (
+	CodeHeld     = 0 // the key is held by another owner
+	CodeAcquired = 1
+	CodeReserved = 2 // the key is free but kept for another waiter
+)
+
+// String reads a bulk or status reply as a string.
+func String(v any) (string, bool) {
+	switch v := v.(type) {
+	case []byte:
+		return string(v), true
+	case string:
+		return v, true
+	}
+	return "", false
+}
+
+// Acquisition is one node's answer to an acquisition script.
+type Acquisition struct {
+	Code int64 // CodeHeld, CodeAcquired or CodeReserved
+	PTTL int64 // refused: ms left on the key or the reservation; -1 none
+}
+
+// ParseAcquire reads 1, {1, counter, epoch}, or {code, pttl}; ok is false
+// for anything else. A fenced grant's counters are read by ParseFences.
+func ParseAcquire(reply any) (a Acquisition, ok bool) {
+	if n, ok := reply.(int64); ok {
+		return Acquisition{Code: n}, n == CodeAcquired
+	}
+	vs, ok := reply.([]any)
+	if !ok || len(vs) == 0 {
+		return Acquisition{}, false
+	}
+	code, ok := vs[0].(int64)
+	switch {
+	case !ok:
+		return Acquisition{}, false
+	case code == CodeAcquired:
+		return Acquisition{Code: code}, len(vs)%2 == 1 && len(vs) >= 3
+	case code != CodeHeld && code != CodeReserved || len(vs) != 2:
+		return Acquisition{}, false
+	}
+	pttl, ok := vs[1].(int64)
+	return Acquisition{Code: code, PTTL: pttl}, ok
+}
+
+// Fence is a fenced grant's counter and epoch for one key, as one node
+// holds them.
+type Fence struct {
+	Counter uint64
+	Epoch   string
+}
+
+// ParseFences reads a fenced grant of n keys: {1, counter1, epoch1, ...,
+// countern, epochn}.
+func ParseFences(reply any, n int) ([]Fence, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 1+2*n {
+		return nil, fmt.Errorf("unexpected reply %v", reply)
+	}
+	if code, ok := vs[0].(int64); !ok || code != CodeAcquired {
+		return nil, fmt.Errorf("unexpected reply %v", reply)
+	}
+	out := make([]Fence, n)
+	for i := range out {
+		cs, ok1 := String(vs[1+2*i])
+		es, ok2 := String(vs[2+2*i])
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("unexpected reply %v", reply)
+		}
+		c, err := strconv.ParseUint(cs, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("fence counter %q: %w", cs, err)
+		}
+		out[i] = Fence{Counter: c, Epoch: es}
+	}
+	return out, nil
+}
+
+// ParseFenceRefusal reads a fence write-back's refusal {0, counter}: the
+// node's counter, not below the fence proposed.
+func ParseFenceRefusal(reply any) (uint64, bool) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 2 {
+		return 0, false
+	}
+	if code, ok := vs[0].(int64); !ok || code != 0 {
+		return 0, false
+	}
+	s, ok := String(vs[1])
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// Done is a node's answer to an extension or a release.
+type Done struct {
+	OK bool // the key held the token and was extended or given up
+	// Unannounced is the node's error when it gave the key up but
+	// refused to announce it (no permission to PUBLISH); "" otherwise.
+	Unannounced string
+}
+
+// ParseDone reads 1 or 0 (extensions, releases), or {1, error}: given
+// up, but not announced. Any other reply is a Done that is not OK.
+func ParseDone(reply any) Done {
+	if n, ok := reply.(int64); ok {
+		return Done{OK: n == 1}
+	}
+	if vs, ok := reply.([]any); ok && len(vs) == 2 {
+		if n, ok := vs[0].(int64); ok && n == 1 {
+			msg, _ := String(vs[1])
+			if msg == "" {
+				msg = "PUBLISH refused"
+			}
+			return Done{OK: true, Unannounced: msg}
+		}
+	}
+	return Done{}
+}
+
+// Inspection is a node's answer to the inspection script.
+type Inspection struct {
+	Value  string // the key's value (a token or a reservation); "" when absent
+	Held   bool   // the key exists
+	PTTL   int64  // ms left; -1 without TTL
+	Queued int64  // entries in the queue
+	Fence  uint64 // the fence counter; 0 without one
+}
+
+// ParseInspect reads {value or nil, pttl, queued, fence or nil}.
+func ParseInspect(reply any) (Inspection, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 4 {
+		return Inspection{}, fmt.Errorf("unexpected inspection reply %T", reply)
+	}
+	pttl, ok1 := vs[1].(int64)
+	queued, ok2 := vs[2].(int64)
+	if !ok1 || !ok2 {
+		return Inspection{}, errors.New("unexpected inspection reply")
+	}
+	in := Inspection{PTTL: pttl, Queued: queued}
+	in.Value, in.Held = String(vs[0])
+	if f, ok := String(vs[3]); ok {
+		fence, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return Inspection{}, fmt.Errorf("fence counter %q: %w", f, err)
+		}
+		in.Fence = fence
+	}
+	return in, nil
+}
+
+// NodeFacts is a node's answer to the restart check.
+type NodeFacts struct {
+	RunID  string
+	Uptime int64  // uptime_in_seconds as INFO says
+	Marker string // "" when the node has none
+}
+
+// ParseNodeCheck reads {run id, uptime, marker}; the marker may be
+// missing.
+func ParseNodeCheck(reply any) (NodeFacts, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) < 2 || len(vs) > 3 {
+		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
+	}
+	id, ok1 := String(vs[0])
+	up, ok2 := vs[1].(int64)
+	if !ok1 || !ok2 || id == "" || up < 0 {
+		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
+	}
+	f := NodeFacts{RunID: id, Uptime: up}
+	if len(vs) == 3 {
+		f.Marker, _ = String(vs[2])
+	}
+	return f, nil
+}
+
+// Announcement is a release's message on a key's channels: "" when the
+// key was left free for anyone; "<waiter id>" when it is kept for that
+// waiter (a reservation); "<waiter id> <round>" when it was handed to
+// that waiter after the given round of it ran on the node.
+type Announcement struct {
+	To      string // the waiter named; "" for none
+	Round   int    // the round a hand-off followed; 0 otherwise
+	Handoff bool   // the key now holds the waiter's hand-off token
+}
+
+// ParseAnnouncement reads a release's message. A hand-off whose round is
+// not a number has Round 0, which names no round.
+func ParseAnnouncement(msg string) Announcement {
+	id, round, handoff := strings.Cut(msg, " ")
+	a := Announcement{To: id, Handoff: handoff}
+	if handoff {
+		a.Round, _ = strconv.Atoi(round)
+	}
+	return a
+}

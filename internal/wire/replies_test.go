@@ -1,0 +1,81 @@
+package wire
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseAcquire(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply any
+		want  Acquisition
+		ok    bool
+	}{
+		{"acquired", int64(1), Acquisition{Code: CodeAcquired}, true},
+		{"acquired with a fence", []any{int64(1), []byte("7"), []byte("epoch")}, Acquisition{Code: CodeAcquired}, true},
+		{"acquired with two keys' fences", []any{int64(1), []byte("7"), []byte("e"), []byte("3"), []byte("e")}, Acquisition{Code: CodeAcquired}, true},
+		{"acquired with half a fence", []any{int64(1), []byte("7")}, Acquisition{}, false},
+		{"held", []any{int64(0), int64(1500)}, Acquisition{Code: CodeHeld, PTTL: 1500}, true},
+		{"reserved", []any{int64(2), int64(40)}, Acquisition{Code: CodeReserved, PTTL: 40}, true},
+		{"held without TTL", []any{int64(0), int64(-1)}, Acquisition{Code: CodeHeld, PTTL: -1}, true},
+		{"unknown code", []any{int64(9), int64(1)}, Acquisition{}, false},
+		{"integer other than 1", int64(0), Acquisition{}, false},
+		{"short array", []any{int64(0)}, Acquisition{}, false},
+		{"not an array", "OK", Acquisition{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseAcquire(tc.reply)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
+}
+
+func TestParseFences(t *testing.T) {
+	fs, err := ParseFences([]any{int64(1), []byte("7"), []byte("e1"), "3", []byte("e2")}, 2)
+	require.NoError(t, err)
+	require.Equal(t, []Fence{{7, "e1"}, {3, "e2"}}, fs)
+	for _, bad := range []any{
+		[]any{int64(1), []byte("7"), []byte("e1")},           // one key's, two asked
+		[]any{int64(0), []byte("7"), []byte("e1"), "3", "e"}, // not a grant
+		[]any{int64(1), []byte("x"), []byte("e1"), "3", "e"}, // not a number
+		[]any{int64(1), int64(7), []byte("e1"), "3", "e"},    // not a string
+		int64(1),
+	} {
+		_, err := ParseFences(bad, 2)
+		require.Error(t, err, "%v", bad)
+	}
+}
+
+func TestParseDone(t *testing.T) {
+	require.Equal(t, Done{OK: true}, ParseDone(int64(1)))
+	require.Equal(t, Done{}, ParseDone(int64(0)))
+	require.Equal(t, Done{OK: true, Unannounced: "NOPERM x"}, ParseDone([]any{int64(1), []byte("NOPERM x")}))
+	require.Equal(t, Done{}, ParseDone("OK"))
+}
+
+func TestParseAnnouncement(t *testing.T) {
+	require.Equal(t, Announcement{}, ParseAnnouncement(""))
+	require.Equal(t, Announcement{To: "c.1"}, ParseAnnouncement("c.1"))
+	require.Equal(t, Announcement{To: "c.1", Round: 4, Handoff: true}, ParseAnnouncement("c.1 4"))
+	require.Equal(t, Announcement{To: "c.1", Handoff: true}, ParseAnnouncement("c.1 x"), "no round named")
+}
+
+func TestCalled_namesTheCommandOfEveryScriptLine(t *testing.T) {
+	for _, s := range Scripts {
+		found := 0
+		for line := 1; line < 400; line++ {
+			if _, ok := Called(s.Script.Hash(), line); ok {
+				found++
+			}
+		}
+		require.Positive(t, found, "%s: no command found", s.Name)
+	}
+	cmd, ok := Called(Inspect.Hash(), 10)
+	require.True(t, ok)
+	require.Equal(t, "GET", cmd, "inspect.lua's line 10 calls GET first")
+}

@@ -1,0 +1,119 @@
+package wire
+
+import (
+	_ "embed"
+	"regexp"
+	"strings"
+
+	"github.com/quorumlock/redlock/pool"
+)
+
+var (
+	//go:embed queue.lua
+	queueSource string
+	//go:embed acquire.lua
+	acquireSource string
+	//go:embed release.lua
+	releaseSource string
+	//go:embed release_free.lua
+	releaseFreeSource string
+	//go:embed extend.lua
+	extendSource string
+	//go:embed fence_store.lua
+	fenceStoreSource string
+	//go:embed node.lua
+	nodeSource string
+	//go:embed inspect.lua
+	inspectSource string
+	//go:embed force_release.lua
+	forceReleaseSource string
+	//go:embed multi_acquire.lua
+	multiAcquireSource string
+	//go:embed multi_extend.lua
+	multiExtendSource string
+	//go:embed multi_release.lua
+	multiReleaseSource string
+)
+
+// The scripts. Each names its keys and arguments at the top of its
+// source; the builders in args.go pass them in that order. The scripts
+// that work on the waiters' queue (the acquisition, the release and the
+// forced release) share its functions, and its keys and first arguments,
+// which come first in their source (queue.lua). A key count of -1 means
+// the count goes with each call (KeyCount).
+var (
+	// Acquire takes a key for a token (3 keys, 5 with fencing), queues a
+	// waiting Lock call when the key is held, and reports the holder's TTL.
+	Acquire = pool.NewScript(-1, queueSource+acquireSource)
+	// Release gives a key up and hands it to the head of its queue.
+	Release = pool.NewScript(3, queueSource+releaseSource)
+	// ReleaseFree gives up a key that no one waits for: it is left free.
+	ReleaseFree = pool.NewScript(1, releaseFreeSource)
+	// Extend gives a key that holds the token a new TTL.
+	Extend = pool.NewScript(1, extendSource)
+	// FenceStore writes a fence back to a key's counter if it is larger.
+	FenceStore = pool.NewScript(1, fenceStoreSource)
+	// NodeCheck is restart safety's check: run id, uptime and marker.
+	NodeCheck = pool.NewScript(1, nodeSource)
+	// Inspect reads what a node holds for a key, writing nothing.
+	Inspect = pool.NewScript(3, inspectSource)
+	// ForceRelease gives a key up whatever it holds.
+	ForceRelease = pool.NewScript(3, queueSource+forceReleaseSource)
+	// MultiAcquire takes every key of a multi-key lock or none (as many
+	// keys as the lock has, three times as many fenced).
+	MultiAcquire = pool.NewScript(-1, multiAcquireSource)
+	// MultiExtend extends every key of a multi-key lock or none.
+	MultiExtend = pool.NewScript(-1, multiExtendSource)
+	// MultiRelease gives up every key of a multi-key lock.
+	MultiRelease = pool.NewScript(-1, multiReleaseSource)
+)
+
+// ScriptInfo is one script of the protocol, with its name and source.
+type ScriptInfo struct {
+	Name   string // its file's name, without .lua
+	Script *pool.Script
+	Source string // the source the node runs (queue.lua's functions included)
+}
+
+// Scripts is every script the Clients run, in one table: what names the
+// command a node refused inside one of them (Called), and what the tests
+// check the scripts against.
+var Scripts = []ScriptInfo{
+	{"acquire", Acquire, queueSource + acquireSource},
+	{"release", Release, queueSource + releaseSource},
+	{"release_free", ReleaseFree, releaseFreeSource},
+	{"extend", Extend, extendSource},
+	{"fence_store", FenceStore, fenceStoreSource},
+	{"node", NodeCheck, nodeSource},
+	{"inspect", Inspect, inspectSource},
+	{"force_release", ForceRelease, queueSource + forceReleaseSource},
+	{"multi_acquire", MultiAcquire, multiAcquireSource},
+	{"multi_extend", MultiExtend, multiExtendSource},
+	{"multi_release", MultiRelease, multiReleaseSource},
+}
+
+// calls maps each script's SHA1 to the command called on each line of
+// its source.
+var calls = map[string]map[int]string{}
+
+var callRE = regexp.MustCompile(`redis\.p?call\("([A-Za-z]+)"`)
+
+func init() {
+	for _, s := range Scripts {
+		lines := map[int]string{}
+		for n, line := range strings.Split(s.Source, "\n") {
+			if m := callRE.FindStringSubmatch(line); m != nil {
+				lines[n+1] = strings.ToUpper(m[1])
+			}
+		}
+		calls[s.Script.Hash()] = lines
+	}
+}
+
+// Called returns the command that line of the script whose SHA1 is hash
+// calls, in upper case, and whether there is one: a node names the line
+// of a command it refused inside a script, not the command.
+func Called(hash string, line int) (string, bool) {
+	cmd, ok := calls[hash][line]
+	return cmd, ok
+}

@@ -1,0 +1,184 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// The acquisition engine: every kind of lock takes its keys through one
+// round described by a grab, decided by take, undone by undo (owed
+// releases) and fenced by mintFences. TryLock, the rounds of a waiting
+// Lock and the multi-key calls only describe their grab; waiting is
+// waiter.go's.
+
+// grab is one acquisition round, described before it is sent: what it
+// takes, the command that takes it (numbered and built once), and how to
+// give it up on a node that may hold it.
+type grab struct {
+	name  string   // what observers and errors call it: the key, or the keys joined by commas
+	keys  []string // a multi-key lock's keys, sorted; nil for one key
+	key   string   // the key, or the first of keys
+	token string
+	ttl   time.Duration
+	cfg   lockConfig
+	req   request // what every node is sent, and how its reply is read
+	// release is the script and arguments that give the round's token up
+	// on a node that may hold it; called only when the round failed.
+	release func(c *Client, g *grab) (*pool.Script, []any)
+}
+
+// allKeys returns the keys g takes: one, or a multi-key lock's.
+func (g *grab) allKeys() []string {
+	if g.keys == nil {
+		return []string{g.key}
+	}
+	return g.keys
+}
+
+// take sends g to every node and decides it: the lock when a quorum
+// granted with more than the minimum validity left (and, fenced, a fence
+// was minted for every key); otherwise every node that may hold the token
+// is released (undo) and the error says why, node by node. It returns the
+// round too, nil when none was sent, so that a waiting call can read the
+// refusals.
+func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
+	c.beforeAcquire(ctx, g.ttl)
+	r, err := c.run(ctx, g.req)
+	if err != nil {
+		return nil, nil, err
+	}
+	until := c.validUntil(r.start, g.ttl)
+	c.observeRound(OpAcquire, g.name, r, until.Sub(c.cfg.clock.Now()), c.drift(g.ttl))
+	if !r.ok || !c.validEnough(until, g.cfg) {
+		return nil, r, c.undo(ctx, g, r, until)
+	}
+	var fences []uint64
+	if g.cfg.fencing {
+		if fences, err = c.mintFences(ctx, g, r, until); err != nil {
+			c.owe(ctx, g, r)
+			return nil, r, err
+		}
+		// The validity is counted from the first round's start, after both.
+		if !c.validEnough(until, g.cfg) {
+			return nil, r, c.undo(ctx, g, r, until)
+		}
+	}
+	l := c.newLock(ctx, g, r, until)
+	if fences != nil {
+		l.fence = fences[0]
+		if g.keys != nil {
+			l.fences = fences
+		}
+	}
+	return l, r, nil
+}
+
+// validEnough reports whether a lock valid until until has more than the
+// minimum validity cfg asks for left now.
+func (c *Client) validEnough(until time.Time, cfg lockConfig) bool {
+	return until.Sub(c.cfg.clock.Now()) > cfg.minValidity
+}
+
+// undo releases the failed acquisition round r of g and returns its error:
+// a *QuorumError matching ErrNotAcquired, with what each refusing node
+// said of the key.
+func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) error {
+	validity := until.Sub(c.cfg.clock.Now())
+	c.owe(ctx, g, r)
+	c.warnRefusals("node refused an acquisition", r)
+	if !r.ok {
+		validity = 0
+	}
+	e := c.quorumError(OpAcquire, g.name, r, ErrNotAcquired, validity)
+	c.readRefusals(e, r)
+	return e
+}
+
+// owe releases, in the background, every node that may hold the token of
+// g's round r (owed.go).
+func (c *Client) owe(ctx context.Context, g *grab, r *round) {
+	script, args := g.release(c, g)
+	c.oweRelease(ctx, script, args, r, g.ttl)
+}
+
+// grantStatus reads a node's answer to an acquisition script (of one key
+// or several): granted (a fenced grant with its counters), refused with
+// the holder's TTL, or failed. A Redis Cluster node that refuses keys in
+// different hash slots fails with an error that says what to do.
+func grantStatus(addr string, reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		var re pool.ReplyError
+		if errors.As(err, &re) && strings.HasPrefix(string(re), "CROSSSLOT") {
+			return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
+				"the keys of a multi-key lock are in different hash slots of this Redis Cluster node: give them a common hash tag, as in {order42}:a and {order42}:b (%w)", err)}
+		}
+		return NodeFailed, err
+	}
+	a, ok := wire.ParseAcquire(reply)
+	switch {
+	case !ok:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
+	case a.Code != wire.CodeAcquired:
+		return NodeRefused, nil
+	}
+	if vs, fenced := reply.([]any); fenced {
+		if _, err := wire.ParseFences(reply, (len(vs)-1)/2); err != nil {
+			return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
+		}
+	}
+	return NodeOK, nil
+}
+
+// readRefusals fills in, from the replies of acquisition round r, what
+// each refusing node said of the key (NodeResult.TTL, Reserved) and the
+// error's RetryAfter.
+func (c *Client) readRefusals(e *QuorumError, r *round) {
+	for i := range e.Nodes {
+		n := &e.Nodes[i]
+		if n.Status != NodeRefused {
+			continue
+		}
+		n.TTL = -1 // a plain SET NX does not say
+		if r.replies == nil {
+			continue
+		}
+		if a, ok := wire.ParseAcquire(r.replies[i]); ok {
+			n.Reserved = a.Code == wire.CodeReserved
+			if a.PTTL >= 0 {
+				n.TTL = time.Duration(a.PTTL) * time.Millisecond
+			}
+		}
+	}
+	e.RetryAfter, e.retryKnown = retryAfter(e.Nodes, c.quorum)
+}
+
+// retryAfter is how long until enough of the refusing nodes' keys (or
+// reservations) run out that a quorum could grant, counting the nodes that
+// failed or had no reply in time as if they could grant at once: the
+// earliest time a round can succeed without a release. ok is false when it
+// cannot be told (a refusing node did not say, or the key has no TTL), or
+// when the refusals alone do not rule a quorum out.
+func retryAfter(nodes []NodeResult, quorum int) (d time.Duration, ok bool) {
+	var ttls []time.Duration
+	for _, n := range nodes {
+		if n.Status == NodeRefused {
+			if n.TTL < 0 {
+				return 0, false
+			}
+			ttls = append(ttls, n.TTL)
+		}
+	}
+	need := quorum - (len(nodes) - len(ttls)) // refusing nodes that must run out
+	if need <= 0 {
+		return 0, false
+	}
+	slices.Sort(ttls)
+	return ttls[need-1], true
+}
