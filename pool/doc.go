@@ -37,8 +37,8 @@
 // waiting without polling; Reconnector, for restart safety without a check
 // per round). The lock client runs each call on such a pool in a
 // goroutine of its own, and never closes it: give it a Close method for
-// its owner if it holds anything. The modules pool/goredis and pool/rueidispool are
-// examples. The contract:
+// its owner if it holds anything. The modules pool/goredis and
+// pool/rueidispool are examples. The contract:
 //
 //   - Addr names the node and differs between the nodes of one lock
 //     client; it appears in every error.
