@@ -34,7 +34,7 @@ func (w waitReceiver) Receive(v any, err error) { w <- reply{v, err} }
 // returns the call's error. Do and Eval run with a context whose deadline
 // is later than the I/O timeout, and without one: the pool bounds them
 // itself.
-func hotCalls(tb testing.TB, n testNode) map[string]func() error {
+func hotCalls(tb testing.TB, n *pool.Node) map[string]func() error {
 	rcv := make(waitReceiver, 1)
 	setArgs := []any{"alloc:k", "v"}
 	evalArgs := []any{"alloc:sk", "v"}
@@ -99,7 +99,7 @@ func BenchmarkNode(b *testing.B) {
 	p, err := pool.New(s.Addr())
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Close() })
-	calls := hotCalls(b, p.(testNode))
+	calls := hotCalls(b, p)
 	for _, name := range []string{"Start", "StartEval", "StartEval-counted", "Do", "Eval", "Do-no-deadline"} {
 		call := calls[name]
 		b.Run(name, func(b *testing.B) {

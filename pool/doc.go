@@ -1,12 +1,14 @@
 // Package pool is one Redis node as the lock coordinator sees it: an
 // address, and a way to run a command or a Lua script within a deadline.
 //
-// New dials the node itself, with safe defaults (see the options), and
-// pipelines: commands from concurrent callers are queued, written in
-// batches on one connection, and their replies handed back in order; it
-// also implements Starter, which lets the coordinator run a round without
-// a goroutine per node. FromRedigo wraps a *redis.Pool that the caller
-// already has: one connection per call.
+// New returns a *Node that dials the node itself, with safe defaults (see
+// the options), and pipelines: commands from concurrent callers are
+// queued, written in batches on one connection, and their replies handed
+// back in order. It also lets the lock coordinator run a round without a
+// goroutine per node, through methods (Start, StartEval) whose types are
+// internal to this module: no other pool can offer that path, since the
+// order it promises cannot be checked. FromRedigo wraps a *redis.Pool
+// that the caller already has: one connection per call.
 //
 // # Deadlines
 //
@@ -33,9 +35,10 @@
 //
 // Any Redis client can carry a node: implement Pool (and Subscriber, for
 // waiting without polling; Reconnector, for restart safety without a check
-// per round; Starter only for a client that can take a callback per
-// reply). The modules pool/goredis and pool/rueidispool are examples. The
-// contract:
+// per round). The lock client runs each call on such a pool in a
+// goroutine of its own, and never closes it: give it a Close method for
+// its owner if it holds anything. The modules pool/goredis and
+// pool/rueidispool are examples. The contract:
 //
 //   - Addr names the node and differs between the nodes of one lock
 //     client; it appears in every error.

@@ -39,23 +39,12 @@ func startNode(t *testing.T, opts ...redistest.Options) *redistest.Server {
 	return redistest.StartT(t, 1, opts...).Node(0)
 }
 
-// testNode is what New returns: a Pool that is also a Starter, a
-// Subscriber and a Reconnector.
-type testNode interface {
-	pool.Pool
-	pool.Starter
-	pool.Subscriber
-	pool.Reconnector
-}
-
 // newNode returns a pool for addr that is closed when the test ends.
-func newNode(t *testing.T, addr string, opts ...pool.Option) testNode {
+func newNode(t *testing.T, addr string, opts ...pool.Option) *pool.Node {
 	t.Helper()
-	p, err := pool.New(addr, opts...)
+	n, err := pool.New(addr, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
-	n, ok := p.(testNode)
-	require.True(t, ok, "New's pool must implement Starter, Subscriber and Reconnector: %T", p)
+	t.Cleanup(func() { n.Close() })
 	return n
 }
 

@@ -12,14 +12,18 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/internal/async"
 )
 
-// node is the Pool of New: it dials its Redis node itself and pipelines.
-// Commands from concurrent callers are queued, written together on one
-// connection (or a few, WithConns) and their replies handed back in order.
-// docs/operations.md tells what happens on timeouts, lost connections and
-// a full queue.
-type node struct {
+// Node is the Pool of New: one Redis node that it dials itself, with
+// pipelining. Commands from concurrent callers are queued, written
+// together on one connection (or a few, WithConns) and their replies
+// handed back in order. Beside Pool it implements Subscriber and
+// Reconnector, and has Close. A Node is safe for concurrent use; make it
+// with New (the zero value is not usable). docs/operations.md tells what
+// happens on timeouts, lost connections and a full queue.
+type Node struct {
 	addr   string
 	cfg    config
 	secret string
@@ -33,19 +37,20 @@ type node struct {
 }
 
 var (
-	_ Pool        = (*node)(nil)
-	_ Starter     = (*node)(nil)
-	_ Subscriber  = (*node)(nil)
-	_ Reconnector = (*node)(nil)
+	_ Pool                   = (*Node)(nil)
+	_ async.Starter[*Script] = (*Node)(nil)
+	_ Subscriber             = (*Node)(nil)
+	_ Reconnector            = (*Node)(nil)
 )
 
-// New returns a pool for the Redis node at addr ("host:port") that
-// pipelines the commands of concurrent callers on one connection. It
-// implements Starter, Subscriber and Reconnector too. It does not connect
-// until the first call, so a node that is down at start-up does not stop
-// the caller from building its lock client. It fails when addr is not
-// host:port or an option is out of range. See docs/operations.md.
-func New(addr string, opts ...Option) (Pool, error) {
+// New returns a Node for the Redis node at addr ("host:port") that
+// pipelines the commands of concurrent callers on one connection. It does
+// not connect until the first call, so a node that is down at start-up
+// does not stop the caller from building its lock client. It fails when
+// addr is not host:port or an option is out of range, and then returns a
+// nil *Node: check err before using the Node as a Pool. Close it when
+// done. See docs/operations.md.
+func New(addr string, opts ...Option) (*Node, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" {
 		return nil, fmt.Errorf("redlock/pool: address %q is not host:port", addr)
@@ -61,7 +66,7 @@ func New(addr string, opts ...Option) (Pool, error) {
 	base := cfg.dialOptions()
 	dialOpts := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(true)))
 	pubOpt := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(false)))
-	n := &node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
+	n := &Node{addr: addr, cfg: cfg, secret: cfg.password, opts: dialOpts, pubOpt: pubOpt, seed: maphash.MakeSeed()}
 	n.pipes = make([]*pipe, cfg.conns)
 	for i := range n.pipes {
 		n.pipes[i] = newPipe(n)
@@ -70,7 +75,7 @@ func New(addr string, opts ...Option) (Pool, error) {
 }
 
 // dial opens one connection, bounded by ctx and the dial timeout.
-func (n *node) dial(ctx context.Context) (redis.Conn, error) {
+func (n *Node) dial(ctx context.Context) (redis.Conn, error) {
 	return redis.DialContext(ctx, "tcp", n.addr, n.opts...)
 }
 
@@ -81,7 +86,7 @@ func (n *node) dial(ctx context.Context) (redis.Conn, error) {
 // checked like on the node's own connections: a malformed or oversized
 // reply ends the connection with an error instead of reaching redigo. It
 // fails with ErrClosed after Close.
-func (n *node) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn, error) {
+func (n *Node) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn, error) {
 	if n.closed.Load() {
 		return nil, wrapErr(n.addr, "dial", ErrClosed, "")
 	}
@@ -98,22 +103,22 @@ func (n *node) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn
 // commands; it implements Reconnector. It grows when a connection is opened
 // (after a failure, a restart of the node, or on first use), before any
 // command is written on it. DialPubSub's connections are not counted.
-func (n *node) Generation() uint64 { return n.gen.Load() }
+func (n *Node) Generation() uint64 { return n.gen.Load() }
 
 // Addr returns the node's address as given to New.
-func (n *node) Addr() string { return n.addr }
+func (n *Node) Addr() string { return n.addr }
 
 // Do runs one command, bounded by ctx's deadline and the I/O timeout.
 // Commands whose first argument is the same string (the key) always share a
 // connection.
-func (n *node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
+func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	reply, err := n.call(ctx, newRequest(cmd, args))
 	return reply, n.nodeErr(cmd, err)
 }
 
 // Eval runs script with EVALSHA, and with EVAL when the node answers
 // NOSCRIPT, bounded by ctx's deadline and the I/O timeout.
-func (n *node) Eval(ctx context.Context, s *Script, keysAndArgs ...any) (any, error) {
+func (n *Node) Eval(ctx context.Context, s *Script, keysAndArgs ...any) (any, error) {
 	cmd := "EVALSHA"
 	reply, err := n.call(ctx, newScriptRequest(s, keysAndArgs, false))
 	if isNoScript(err) {
@@ -125,7 +130,7 @@ func (n *node) Eval(ctx context.Context, s *Script, keysAndArgs ...any) (any, er
 
 // call sends req and waits for its reply, for as long as ctx allows and
 // no longer than the I/O timeout. req is recycled.
-func (n *node) call(ctx context.Context, req *request) (any, error) {
+func (n *Node) call(ctx context.Context, req *request) (any, error) {
 	err := ctx.Err()
 	if n.closed.Load() {
 		err = ErrClosed
@@ -140,31 +145,34 @@ func (n *node) call(ctx context.Context, req *request) (any, error) {
 	return n.pipeFor(req).call(ctx, req)
 }
 
-func (n *node) pipeFor(req *request) *pipe {
+func (n *Node) pipeFor(req *request) *pipe {
 	if len(n.pipes) == 1 {
 		return n.pipes[0]
 	}
 	return n.pipes[n.slot(req.cmd, req.args)]
 }
 
-// Start queues a command; its reply, or a *NodeError, goes to rcv. It
-// implements Starter.
-func (n *node) Start(rcv Receiver, cmd string, args ...any) {
+// Start queues a command; its reply, or a *NodeError, goes to rcv.
+// Commands started on one key reach the node in the order of their Start
+// calls. It is for package redlock, which sends a round without a
+// goroutine per node with it; other code uses Do.
+func (n *Node) Start(rcv async.Receiver, cmd string, args ...any) {
 	req := newRequest(cmd, args)
 	req.rcv = rcv
 	n.startRequest(req)
 }
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
-// or a *NodeError, goes to rcv. It implements Starter.
-func (n *node) StartEval(rcv Receiver, s *Script, keysAndArgs ...any) {
+// or a *NodeError, goes to rcv. It is Start for a script, for package
+// redlock; other code uses Eval.
+func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
 	req := newScriptRequest(s, keysAndArgs, false)
 	req.rcv = rcv
 	n.startRequest(req)
 }
 
 // startRequest queues req on its connection, or fails it on a closed node.
-func (n *node) startRequest(req *request) {
+func (n *Node) startRequest(req *request) {
 	p := n.pipeFor(req)
 	if n.closed.Load() {
 		p.deliver(req, nil, ErrClosed)
@@ -175,7 +183,7 @@ func (n *node) startRequest(req *request) {
 
 // slot picks the connection for a command: by its key, so that commands on
 // one key keep their order.
-func (n *node) slot(cmd string, args []any) int {
+func (n *Node) slot(cmd string, args []any) int {
 	keyArg := 0
 	if cmd == "EVALSHA" || cmd == "EVAL" {
 		keyArg = 2 // script, numkeys, key
@@ -190,7 +198,7 @@ func (n *node) slot(cmd string, args []any) int {
 
 // nodeErr tags err with the node and command; a password a lower layer may
 // have quoted is removed.
-func (n *node) nodeErr(op string, err error) error {
+func (n *Node) nodeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -203,7 +211,7 @@ func (n *node) nodeErr(op string, err error) error {
 // Close stops the node's connections: calls in flight or queued fail with
 // ErrClosed, and so do later calls. Close waits for the connection
 // goroutines to exit.
-func (n *node) Close() error {
+func (n *Node) Close() error {
 	n.once.Do(func() {
 		n.closed.Store(true)
 		for _, p := range n.pipes {

@@ -16,7 +16,7 @@ import (
 
 // stalledDial returns a node whose first dial cannot finish while s is
 // paused (AUTH gets no answer), so that commands pile up in its queue.
-func stalledDial(t *testing.T, queueSize int) (*redistest.Server, testNode) {
+func stalledDial(t *testing.T, queueSize int) (*redistest.Server, *pool.Node) {
 	t.Helper()
 	s := startNode(t, redistest.Options{Password: "s3cret-pass"})
 	n := newNode(t, s.Addr(), pool.WithPassword("s3cret-pass"), pool.WithQueueSize(queueSize),

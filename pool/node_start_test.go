@@ -11,17 +11,18 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/async"
 	"github.com/quorumlock/redlock/pool"
 )
 
-// Starter: Start and StartEval call their Receiver exactly once, and never
+// async.Starter: Start and StartEval call their Receiver exactly once, and never
 // block.
 
 func TestNode_Start_deliversEachReplyToItsReceiverOnce(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
 	n := newNode(t, s.Addr())
-	var _ pool.Starter = n
+	var _ async.Starter[*pool.Script] = n
 
 	set := newRecorder(2)
 	n.Start(set, "SET", "k", "v")
@@ -173,9 +174,8 @@ func TestNode_Start_racingWithCloseStillReceivesEveryReply(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
 	for round := range 40 {
-		p, err := pool.New(s.Addr())
+		n, err := pool.New(s.Addr())
 		require.NoError(t, err)
-		n := p.(pool.Starter)
 		r := newRecorder(0)
 		var started atomic.Int32
 		var wg sync.WaitGroup
@@ -190,7 +190,7 @@ func TestNode_Start_racingWithCloseStillReceivesEveryReply(t *testing.T) {
 			}()
 		}
 		time.Sleep(time.Duration(round%5) * time.Millisecond) // Close early, midway or late
-		require.NoError(t, p.Close())
+		require.NoError(t, n.Close())
 		wg.Wait()
 		deadline := time.Now().Add(waitLimit)
 		for r.calls.Load() < started.Load() && time.Now().Before(deadline) {

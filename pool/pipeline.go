@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/redlock/internal/async"
 )
 
 // errQueueFull is in the chain of a call that found no room in the node's
@@ -39,7 +41,7 @@ type request struct {
 	buf  []any       // a script's arguments: its boxed prefix (Script.evalsha), then the caller's
 	done chan result // buffered: the reader never blocks on a caller that left
 	left atomic.Bool // the waiting caller gave up: do not send
-	rcv  Receiver
+	rcv  async.Receiver
 	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
 	script *Script
 	// The I/O timeout of a caller of Do or Eval whose context ends later:
@@ -159,7 +161,7 @@ func (req *request) stopTimer() {
 // Dialling and the idle-connection ping run in goroutines of their own, so
 // that no caller waits on them beyond its own deadline.
 type pipe struct {
-	n      *node
+	n      *Node
 	queue  chan *request
 	kick   chan struct{} // wakes the writer goroutine
 	quit   chan struct{} // closed by close
@@ -201,7 +203,7 @@ const (
 	maxBatch   = 256
 )
 
-func newPipe(n *node) *pipe {
+func newPipe(n *Node) *pipe {
 	p := &pipe{
 		n:     n,
 		queue: make(chan *request, n.cfg.queueSize),

@@ -14,6 +14,10 @@ import (
 // Implementations are safe for concurrent use. The package doc says how
 // to write one for another Redis client.
 //
+// Close is not part of Pool: a redlock Client never closes its pools,
+// whoever made a pool does. New's *Node has Close; so do the values of
+// FromRedigo and of the adapter modules, reached through io.Closer.
+//
 // Replies are Go values: int64 for integers, string or []byte for simple
 // and bulk strings, []any for arrays, nil for a nil reply. An error reply
 // is a ReplyError inside a *NodeError, also within an array.
@@ -27,32 +31,6 @@ type Pool interface {
 	// NOSCRIPT. keysAndArgs are the script's keys, then its arguments
 	// (Script.Split parts them). Errors are *NodeError values.
 	Eval(ctx context.Context, script *Script, keysAndArgs ...any) (any, error)
-	// Close releases the pool's connections. Calls made after Close fail
-	// with ErrClosed.
-	Close() error
-}
-
-// Receiver gets the reply of a call begun with Starter.
-type Receiver interface {
-	// Receive is called exactly once per call with the reply, or with a
-	// *NodeError. It must not block.
-	Receive(reply any, err error)
-}
-
-// Starter is implemented by pools that can send a command without a
-// goroutine per call; the lock coordinator uses it when a pool has it.
-// Commands started on one key (the first argument of Start, the first key
-// of StartEval) reach the node in the order of their Start calls while
-// their connection holds. The pools of New implement it.
-type Starter interface {
-	// Start queues a command and returns at once. The reply goes to
-	// rcv.Receive, called from another goroutine, or before Start returns
-	// when the command cannot be queued (closed pool, full queue). The
-	// reply comes within the pool's I/O timeout.
-	Start(rcv Receiver, cmd string, args ...any)
-	// StartEval is Start for a script: EVALSHA, then EVAL when the node
-	// answers NOSCRIPT.
-	StartEval(rcv Receiver, script *Script, keysAndArgs ...any)
 }
 
 // Subscriber is implemented by pools that can open a connection of their

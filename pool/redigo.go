@@ -17,8 +17,9 @@ const defaultCommandTimeout = 1 * time.Second
 // FromRedigo wraps a redigo pool the caller already has: each call takes a
 // connection from p within the caller's deadline (1s without one),
 // connecting included. addr names the node in errors and must differ
-// between the nodes of one lock client. A nil p gives a nil Pool; Close
-// closes p. The result implements Subscriber and Reconnector. FromRedigo
+// between the nodes of one lock client. A nil p gives a nil Pool. The
+// result implements Subscriber and Reconnector, and io.Closer: its Close
+// closes p and makes later calls fail with ErrClosed. FromRedigo
 // takes p over (it replaces p.DialContext): call it before p is used and
 // leave p's dial functions alone afterwards. Use New for nodes that are
 // not trusted. See docs/operations.md.

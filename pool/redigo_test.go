@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -25,12 +26,28 @@ func newRedigoPool(addr string) *redis.Pool {
 	}
 }
 
-// fromRedigo wraps a fresh redigo pool for addr, naming it name.
+// fromRedigo wraps a fresh redigo pool for addr, naming it name; the
+// pool is closed when the test ends.
 func fromRedigo(t *testing.T, addr, name string) pool.Pool {
 	t.Helper()
-	p := pool.FromRedigo(newRedigoPool(addr), name)
+	p := closable(t, pool.FromRedigo(newRedigoPool(addr), name))
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// closingPool is what FromRedigo's value is: a Pool with a Close method,
+// which the Pool interface does not have.
+type closingPool interface {
+	pool.Pool
+	io.Closer
+}
+
+// closable returns p with its Close method.
+func closable(t *testing.T, p pool.Pool) closingPool {
+	t.Helper()
+	c, ok := p.(closingPool)
+	require.True(t, ok, "FromRedigo's pool (%T) has a Close method", p)
+	return c
 }
 
 // silentNode accepts connections and never answers.
@@ -130,7 +147,7 @@ func TestFromRedigo_Do_isBoundedByASecondWithoutADeadline(t *testing.T) {
 func TestFromRedigo_Do_afterCloseFailsWithErrClosed(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
-	p := pool.FromRedigo(newRedigoPool(s.Addr()), "node-a")
+	p := closable(t, pool.FromRedigo(newRedigoPool(s.Addr()), "node-a"))
 	_, err := p.Do(ctxTimeout(t, waitLimit), "PING")
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
@@ -152,7 +169,7 @@ func TestFromRedigo_withANilPoolIsANilPool(t *testing.T) {
 func TestFromRedigo_Do_withADialThatIgnoresContextsReturnsAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	f := silentNode(t)
-	p := pool.FromRedigo(stuckDial(f.addr), "stuck-a")
+	p := closable(t, pool.FromRedigo(stuckDial(f.addr), "stuck-a"))
 	defer within(t, boundedBy, "Close", func() { p.Close() })
 
 	for _, call := range []func(ctx context.Context) error{
@@ -170,7 +187,7 @@ func TestFromRedigo_Do_withADialThatIgnoresContextsReturnsAtTheDeadline(t *testi
 func TestFromRedigo_DialPubSub_withADialThatIgnoresContextsReturnsAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	f := silentNode(t)
-	p := pool.FromRedigo(stuckDial(f.addr), "stuck-a")
+	p := closable(t, pool.FromRedigo(stuckDial(f.addr), "stuck-a"))
 	defer p.Close()
 
 	var err error

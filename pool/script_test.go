@@ -63,7 +63,7 @@ func TestNode_StartEval_neverWritesTheCallersArguments(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
 	const nodes = 5
-	ns := make([]testNode, nodes)
+	ns := make([]*pool.Node, nodes)
 	for i := range ns {
 		ns[i] = newNode(t, s.Addr())
 	}

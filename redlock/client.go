@@ -23,7 +23,7 @@ type Client struct {
 	pools    []pool.Pool
 	quorum   int
 	cfg      clientConfig
-	allStart bool // every pool is a pool.Starter: rounds need no goroutines
+	allStart bool // every pool is an async.Starter: rounds need no goroutines
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	rs         restarts // restart safety (restart.go)
@@ -91,7 +91,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.tokenPrefix = c.id + ":"
 	c.queue = wire.NewQueue(c.windowMs(), c.entrySlack().Milliseconds(), c.refresh().Milliseconds())
 	for _, p := range pools {
-		if _, ok := p.(pool.Starter); !ok {
+		if _, ok := p.(starter); !ok {
 			c.allStart = false
 		}
 	}

@@ -111,7 +111,7 @@ func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Dur
 func (d *debt) start(i int) chan result {
 	ch := make(chan result, 1)
 	p := d.c.pools[i]
-	if s, ok := p.(pool.Starter); ok {
+	if s, ok := p.(starter); ok {
 		s.StartEval(resultTo(ch), d.script, d.args...)
 		return ch
 	}
@@ -165,7 +165,7 @@ type result struct {
 	err   error
 }
 
-// resultTo is a pool.Receiver that hands the reply to a channel with room
+// resultTo is an async.Receiver that hands the reply to a channel with room
 // for it.
 type resultTo chan result
 

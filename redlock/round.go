@@ -81,7 +81,7 @@ type nodeCall struct {
 	out outcome // filed before i is sent on the round's late channel
 }
 
-// Receive implements pool.Receiver: it files the reply and, with the last
+// Receive implements async.Receiver: it files the reply and, with the last
 // one, marks the round settled.
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
@@ -149,7 +149,7 @@ func (r *round) next() outcome { return r.calls[<-r.late].out }
 // release of an acquired lock) must not overtake the round's own command
 // on that node: it would find nothing, and the late command would then
 // land and stay. It cannot when r sent a plain command (SET NX) to a
-// pool.Starter, which keeps the order of the commands started on one key:
+// async.Starter, which keeps the order of the commands started on one key:
 // the follow-up goes right behind it, without waiting. (A script may be
 // sent again after NOSCRIPT, behind later commands: its round is waited
 // for.)
@@ -160,7 +160,7 @@ func (r *round) unsettled(i int) bool {
 // ordered reports whether no later command on r's key can overtake r's
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
-	_, ok := r.c.pools[i].(pool.Starter)
+	_, ok := r.c.pools[i].(starter)
 	return ok && r.req.script == nil
 }
 
@@ -203,7 +203,7 @@ func (r *round) await() {
 //
 // Node calls never see ctx's cancellation: each one runs until it has a
 // reply or times out, so that a command already sent is never abandoned
-// half-way. Pools that implement pool.Starter take the command without a
+// half-way. Pools that implement async.Starter take the command without a
 // goroutine; others get one goroutine per call, bounded by the node
 // timeout. Replies after the decision arrive on r.late; every call is
 // counted in c.bg, so Close waits for them.
@@ -327,7 +327,7 @@ func (r *round) timedOut() {
 // earlier round gets a fresh node timeout.
 func (r *round) send(i int, waited bool) {
 	p, rcv := r.c.pools[i], &r.calls[i]
-	if s, ok := p.(pool.Starter); ok {
+	if s, ok := p.(starter); ok {
 		if r.req.script != nil {
 			s.StartEval(rcv, r.req.script, r.req.args...)
 		} else {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/async"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -500,17 +501,17 @@ func TestBackoff_staysWithinItsRange(t *testing.T) {
 	}
 }
 
-// syncStarter is a pool.Starter that replies before Start returns, as a
+// syncStarter is an async.Starter that replies before Start returns, as a
 // pipelined node does when it is closed or its queue is full.
 type syncStarter struct {
 	*testNode
 }
 
-func (s syncStarter) Start(rcv pool.Receiver, cmd string, args ...any) {
+func (s syncStarter) Start(rcv async.Receiver, cmd string, args ...any) {
 	rcv.Receive(s.Do(context.Background(), cmd, args...))
 }
 
-func (s syncStarter) StartEval(rcv pool.Receiver, script *pool.Script, keysAndArgs ...any) {
+func (s syncStarter) StartEval(rcv async.Receiver, script *pool.Script, keysAndArgs ...any) {
 	rcv.Receive(s.Eval(context.Background(), script, keysAndArgs...))
 }
 

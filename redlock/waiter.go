@@ -460,7 +460,7 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 // work, and drops the reply. The caller holds a count of background work,
 // so that Close waits for this one too.
 func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
-	if s, ok := p.(pool.Starter); ok {
+	if s, ok := p.(starter); ok {
 		c.bg.addHeld(1)
 		s.StartEval(bgCall{c}, wire.Release, args...)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/async"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
@@ -310,7 +311,7 @@ func TestRound_awaitReturnsWithTheLastReply(t *testing.T) {
 	r.await() // settled: returns at once
 }
 
-// A release follows a plain round (SET NX) on a pool.Starter at once: the
+// A release follows a plain round (SET NX) on an async.Starter at once: the
 // pool keeps the order of the commands started on one key, so waiting for
 // the round's reply would only let the holder's next round overtake the
 // release, and find the key still taken. A script round is waited for
@@ -333,7 +334,7 @@ func TestRound_aPlainRoundOnAStarterNeedNotBeWaitedFor(t *testing.T) {
 	require.True(t, script.unsettled(0), "a script may be sent again behind later commands")
 }
 
-// starterPool is a pool.Starter that is never sent anything.
+// starterPool is an async.Starter that is never sent anything.
 type starterPool struct{ addr string }
 
 func (p starterPool) Addr() string                                    { return p.addr }
@@ -341,9 +342,8 @@ func (p starterPool) Do(context.Context, string, ...any) (any, error) { return n
 func (p starterPool) Eval(context.Context, *pool.Script, ...any) (any, error) {
 	return nil, nil
 }
-func (p starterPool) Close() error                                  { return nil }
-func (p starterPool) Start(pool.Receiver, string, ...any)           {}
-func (p starterPool) StartEval(pool.Receiver, *pool.Script, ...any) {}
+func (p starterPool) Start(async.Receiver, string, ...any)           {}
+func (p starterPool) StartEval(async.Receiver, *pool.Script, ...any) {}
 
 // announce hands w what node i announced, as the notifier does.
 func (w *waiter) announce(i int, msg string) {

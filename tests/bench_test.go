@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func benchPools(b *testing.B, kind string, addrs []string) []pool.Pool {
 	}
 	b.Cleanup(func() {
 		for _, p := range pools {
-			_ = p.Close()
+			_ = p.(io.Closer).Close() // both kinds have Close; pool.Pool leaves it out
 		}
 	})
 	return pools

@@ -80,7 +80,6 @@ func TestLock_aHandOffNeedsNoRound(t *testing.T) {
 type unsubscribedPool struct{ p pool.Pool }
 
 func (p unsubscribedPool) Addr() string { return p.p.Addr() }
-func (p unsubscribedPool) Close() error { return p.p.Close() }
 func (p unsubscribedPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return p.p.Do(ctx, cmd, args...)
 }

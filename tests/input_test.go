@@ -50,9 +50,10 @@ func TestNew_rejectsBadPoolsAndOptions(t *testing.T) {
 // wrappedPool is a caller's own Pool type, used through a pointer.
 type wrappedPool struct{ pool.Pool }
 
-// A nil pool in the slice, as a failed pool.New leaves it (a nil Pool) or
-// as a nil pointer of a caller's own Pool type (a typed nil): New must
-// report it, not panic.
+// A nil pool in the slice: the nil *pool.Node of a failed pool.New
+// appended without a check, or a nil pointer of a caller's own Pool type.
+// Both are typed nils, non-nil Pool values: New must report them, not
+// panic.
 func TestNew_rejectsATypedNilPool(t *testing.T) {
 	good := newPools(t, []string{"127.0.0.1:1", "127.0.0.1:2"})
 	failed, err := pool.New("not an address")

@@ -303,7 +303,7 @@ func TestFromRedigo_poolsRunAFullLockExtendUnlockCycle(t *testing.T) {
 		}
 		p := pool.FromRedigo(rp, addr)
 		require.Equal(t, addr, p.Addr())
-		t.Cleanup(func() { _ = p.Close() })
+		t.Cleanup(func() { _ = rp.Close() })
 		pools = append(pools, p)
 	}
 	cl := newClient(t, pools)

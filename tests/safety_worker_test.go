@@ -158,10 +158,11 @@ type worker struct {
 
 // newWorkerClient makes the pools and the Client of spec; close releases them.
 func newWorkerClient(spec workerSpec) (c *redlock.Client, clk *faults.Clock, close func(), err error) {
+	var nodes []*pool.Node
 	var pools []pool.Pool
 	closePools := func() {
-		for _, p := range pools {
-			_ = p.Close()
+		for _, n := range nodes {
+			_ = n.Close()
 		}
 	}
 	for _, a := range spec.Addrs {
@@ -170,7 +171,7 @@ func newWorkerClient(spec workerSpec) (c *redlock.Client, clk *faults.Clock, clo
 			closePools()
 			return nil, nil, nil, err
 		}
-		pools = append(pools, p)
+		nodes, pools = append(nodes, p), append(pools, p)
 	}
 	rate := spec.ClockRate
 	if rate == 0 {

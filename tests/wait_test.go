@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/quorumlock/redlock/internal/async"
 	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/pool"
@@ -65,17 +66,21 @@ func (p countingPool) Do(ctx context.Context, cmd string, args ...any) (any, err
 	return p.Pool.Do(ctx, cmd, args...)
 }
 
-func (p countingPool) Start(rcv pool.Receiver, cmd string, args ...any) {
+func (p countingPool) Start(rcv async.Receiver, cmd string, args ...any) {
 	if cmd == "SET" {
 		p.acquires.Add(1)
 	}
-	p.Pool.(pool.Starter).Start(rcv, cmd, args...)
+	p.Pool.(starter).Start(rcv, cmd, args...)
 }
 
-func (p countingPool) StartEval(rcv pool.Receiver, s *pool.Script, args ...any) {
+func (p countingPool) StartEval(rcv async.Receiver, s *pool.Script, args ...any) {
 	p.count(args)
-	p.Pool.(pool.Starter).StartEval(rcv, s, args...)
+	p.Pool.(starter).StartEval(rcv, s, args...)
 }
+
+// starter is what the lock client looks for in a pool to send a round
+// without a goroutine per node; pool.New's pools have it.
+type starter = async.Starter[*pool.Script]
 
 func (p countingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
 	return p.Pool.(pool.Subscriber).DialPubSub(ctx, on)
@@ -86,7 +91,7 @@ func (p countingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent))
 func counted(pools []pool.Pool) ([]pool.Pool, *atomic.Int64) {
 	n := new(atomic.Int64)
 	out := append([]pool.Pool(nil), pools...)
-	if _, ok := pools[0].(pool.Starter); ok {
+	if _, ok := pools[0].(starter); ok {
 		out[0] = countingPool{Pool: pools[0], acquires: n}
 	} else {
 		out[0] = plainCountingPool{countingPool{Pool: pools[0], acquires: n}}
@@ -94,12 +99,11 @@ func counted(pools []pool.Pool) ([]pool.Pool, *atomic.Int64) {
 	return out, n
 }
 
-// plainCountingPool counts on a pool without pool.Starter, so that the
+// plainCountingPool counts on a pool that is not a starter, so that the
 // client does not take it for one.
 type plainCountingPool struct{ p countingPool }
 
 func (p plainCountingPool) Addr() string { return p.p.Addr() }
-func (p plainCountingPool) Close() error { return p.p.Close() }
 func (p plainCountingPool) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 	return p.p.Do(ctx, cmd, args...)
 }
@@ -243,7 +247,7 @@ func redigoPools(t testing.TB, addrs []string) []pool.Pool {
 			},
 		}
 		p := pool.FromRedigo(rp, a)
-		t.Cleanup(func() { _ = p.Close() })
+		t.Cleanup(func() { _ = rp.Close() })
 		pools[i] = p
 	}
 	return pools
@@ -467,17 +471,17 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 
 	const clients, workers, keys, rounds = 3, 8, 6, 5
 	var cs []*redlock.Client
-	var pools [][]pool.Pool
+	var nodes [][]*pool.Node
 	for range clients {
-		ps := make([]pool.Pool, len(e.addrs))
+		ns, ps := make([]*pool.Node, len(e.addrs)), make([]pool.Pool, len(e.addrs))
 		for i, a := range e.addrs {
-			p, err := pool.New(a, pool.WithIOTimeout(testReadTimeout))
+			n, err := pool.New(a, pool.WithIOTimeout(testReadTimeout))
 			require.NoError(t, err)
-			ps[i] = p
+			ns[i], ps[i] = n, n
 		}
 		c, err := redlock.New(ps, redlock.WithNodeTimeout(testNodeTimeout))
 		require.NoError(t, err)
-		cs, pools = append(cs, c), append(pools, ps)
+		cs, nodes = append(cs, c), append(nodes, ns)
 	}
 	names := make([]string, keys)
 	for i := range names {
@@ -534,8 +538,8 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 	}
 	for i, c := range cs {
 		require.NoError(t, c.Close())
-		for _, p := range pools[i] {
-			require.NoError(t, p.Close())
+		for _, n := range nodes[i] {
+			require.NoError(t, n.Close())
 		}
 	}
 	goleak.VerifyNone(t, leaks)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -88,8 +89,7 @@ type ownedReconnector struct {
 }
 
 func (o ownedNode) Close() error {
-	err := o.Pool.Close()
-	return errors.Join(err, o.client.Close())
+	return errors.Join(closePool(o.Pool), o.client.Close())
 }
 
 // closer turns a Close without a result into one with.
@@ -119,8 +119,17 @@ func plainPool(addr string, workers int) *redis.Pool {
 // closePools closes every pool.
 func closePools(pools []pool.Pool) {
 	for _, p := range pools {
-		p.Close()
+		closePool(p)
 	}
+}
+
+// closePool closes p. Every pool the tool makes has a Close method, which
+// pool.Pool leaves out (a redlock Client never closes its pools).
+func closePool(p pool.Pool) error {
+	if c, ok := p.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // locker is what a worker locks with: a redlock Client, or the polling

@@ -126,10 +126,11 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 	if useTLS {
 		opts = append(opts, pool.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12}))
 	}
+	var nodes []*pool.Node
 	var pools []pool.Pool
 	closeAll := func() {
-		for _, p := range pools {
-			_ = p.Close()
+		for _, n := range nodes {
+			_ = n.Close()
 		}
 	}
 	for _, a := range addrs {
@@ -138,7 +139,7 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 			closeAll()
 			return nil, nil, usageError{err.Error()}
 		}
-		pools = append(pools, p)
+		nodes, pools = append(nodes, p), append(pools, p)
 	}
 	// The node timeout bounds each node's answer; restart safety is off:
 	// nothing here takes a lock.

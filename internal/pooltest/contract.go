@@ -165,7 +165,7 @@ func closedPool(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), v, "a command whose context ended first is not sent")
 
-	require.NoError(t, p.Close())
+	require.NoError(t, closer(t, p).Close())
 	_, err = p.Do(ctxT(t, waitLimit), "PING")
 	requireNodeError(t, err, s.Addr())
 	require.ErrorIs(t, err, pool.ErrClosed)

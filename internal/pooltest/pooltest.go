@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,8 @@ import (
 // Factory makes the pools under test.
 type Factory struct {
 	// New returns a pool for the node at addr, authenticating as the
-	// default user with password when it is not "". The suite closes it
-	// (Pool.Close), and New must arrange for anything else it made (a
+	// default user with password when it is not "". The pool must have a
+	// Close method (io.Closer), which the suite calls; New must arrange for anything else it made (a
 	// client) to be closed when t ends. A client that authenticates when
 	// it is made (rueidis) refuses a wrong password then, before any pool
 	// exists: New checks that error itself and returns nil.
@@ -85,8 +86,18 @@ func newPool(t testing.TB, f Factory, addr, password string) pool.Pool {
 	t.Helper()
 	p := f.New(t, addr, password)
 	require.NotNil(t, p)
-	t.Cleanup(func() { _ = p.Close() })
+	c := closer(t, p)
+	t.Cleanup(func() { _ = c.Close() })
 	return p
+}
+
+// closer returns p's Close method: not part of pool.Pool, since the lock
+// client never closes a pool, but every pool the suite checks has one.
+func closer(t testing.TB, p pool.Pool) io.Closer {
+	t.Helper()
+	c, ok := p.(io.Closer)
+	require.True(t, ok, "the pool (%T) has no Close method", p)
+	return c
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {
@@ -211,7 +222,8 @@ func wrongPassword(t *testing.T, f Factory) {
 	if p == nil {
 		return // refused when the client was made, and checked by New
 	}
-	t.Cleanup(func() { _ = p.Close() })
+	c := closer(t, p)
+	t.Cleanup(func() { _ = c.Close() })
 	_, err := p.Do(ctxT(t, waitLimit), "PING")
 	requireNodeError(t, err, s.Addr())
 	require.NotContains(t, err.Error(), "wr0ng-battery")
@@ -759,7 +771,8 @@ func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Po
 		pools := make([]pool.Pool, len(clusters))
 		for i, rc := range clusters {
 			pools[i] = newPool(t, rc.Addrs())
-			t.Cleanup(func() { _ = pools[i].Close() })
+			c := closer(t, pools[i])
+			t.Cleanup(func() { _ = c.Close() })
 		}
 		// A fresh cluster client's first call loads the slots and dials a
 		// master: more than the default node timeout (50ms) on a busy

@@ -66,8 +66,9 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // New returns a Redlock node over c. A nil c (also a nil *redis.Client or
-// *redis.ClusterClient) gives a nil Pool, which redlock.New reports. Close
-// of the pool does not close c, which stays the caller's.
+// *redis.ClusterClient) gives a nil Pool, which redlock.New reports. The
+// pool's Close (not part of pool.Pool: reach it through io.Closer) does
+// not close c, which stays the caller's.
 //
 // What the pool implements depends on c:
 //

@@ -15,8 +15,9 @@
 // the client (Client.Dedicate). The pool implements pool.Subscriber; it
 // does not implement pool.Reconnector (rueidis tells no one when it dials),
 // so restart safety checks a node's process at first use and after
-// failures rather than on each new connection; nor pool.Starter. Close
-// does not close the client: it stays the caller's.
+// failures rather than on each new connection. Its Close (not part of
+// pool.Pool: reach it through io.Closer) does not close the client: it
+// stays the caller's.
 package rueidispool
 
 import (

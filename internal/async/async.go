@@ -1,0 +1,35 @@
+// Package async is the lock coordinator's way to send a command to a node
+// without a goroutine per call, and with a promise about order that a
+// Pool's Do and Eval do not make.
+//
+// It is internal so that only this module can implement it: the promise
+// cannot be checked, and a pool that broke it would break locks silently.
+// pool.New's *pool.Node implements Starter[*pool.Script]; package redlock
+// type-asserts its pools to it and falls back to Do and Eval, one
+// goroutine per call, for any other pool.
+//
+// Starter is generic in the script type only because package pool, which
+// defines Script, imports this package; S is always *pool.Script.
+package async
+
+// Receiver gets the reply of a call begun with Starter.
+type Receiver interface {
+	// Receive is called exactly once per call with the reply, or with a
+	// *pool.NodeError. It must not block.
+	Receive(reply any, err error)
+}
+
+// Starter sends commands without a goroutine per call. Commands started
+// on one key (the first argument of Start, the first key of StartEval)
+// reach the node in the order of their Start calls while their connection
+// holds.
+type Starter[S any] interface {
+	// Start queues a command and returns at once. The reply goes to
+	// rcv.Receive, called from another goroutine, or before Start returns
+	// when the command cannot be queued (closed pool, full queue). The
+	// reply comes within the pool's I/O timeout.
+	Start(rcv Receiver, cmd string, args ...any)
+	// StartEval is Start for a script: EVALSHA, then EVAL when the node
+	// answers NOSCRIPT.
+	StartEval(rcv Receiver, script S, keysAndArgs ...any)
+}

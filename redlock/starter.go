@@ -1,0 +1,11 @@
+package redlock
+
+import (
+	"github.com/quorumlock/redlock/internal/async"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// starter is a pool that takes commands without a goroutine per call and
+// keeps the order of those started on one key (pool.New's *pool.Node).
+// Only this module can implement it.
+type starter = async.Starter[*pool.Script]
