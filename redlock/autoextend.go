@@ -41,12 +41,12 @@ type extender struct {
 func (l *Lock) startExtender(cfg lockConfig) {
 	ctx := l.Context() // the extender stops when it ends
 	e := &extender{interval: cfg.extendInterval(l.ttl), done: make(chan struct{})}
-	if l.c.bg.goTracked(func() { e.run(l, ctx) }) {
+	if l.c.bg.goTracked(func() { e.run(ctx, l) }) {
 		l.ext = e
 	}
 }
 
-func (e *extender) run(l *Lock, ctx context.Context) {
+func (e *extender) run(ctx context.Context, l *Lock) {
 	c := l.c
 	defer close(e.done)
 	t := c.cfg.clock.NewTimer(e.untilNext(l))

@@ -4,7 +4,8 @@ import "sync"
 
 // background owns a Client's background work: goroutines it starts and
 // commands whose replies nobody waits for. Close stops new work and waits
-// for what runs; every piece of background work goes through it.
+// for what runs; every piece of background work goes through one of its
+// verbs, and nothing else counts work.
 type background struct {
 	mu     sync.Mutex
 	closed bool
@@ -13,6 +14,18 @@ type background struct {
 }
 
 func newBackground() background { return background{done: make(chan struct{})} }
+
+// add counts n pieces of work and reports whether it did: after close it
+// does not.
+func (b *background) add(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(n)
+	return true
+}
 
 // goTracked runs f in a new goroutine counted as background work, and
 // reports whether it did: after close it does not.
@@ -27,35 +40,78 @@ func (b *background) goTracked(f func()) bool {
 	return true
 }
 
-// add counts n pieces of work that will each end with a call to end (a
-// command's reply, for one), and reports whether it did: after close it
-// does not.
-func (b *background) add(n int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+// goAll runs each of fs in a new goroutine, all counted at once as
+// background work, and reports whether it did: after close none runs.
+func (b *background) goAll(fs ...func()) bool {
+	if !b.add(len(fs)) {
 		return false
 	}
-	b.wg.Add(n)
+	for _, f := range fs {
+		go func() {
+			defer b.wg.Done()
+			f()
+		}()
+	}
 	return true
 }
 
-// addHeld counts n more pieces of work for a caller that holds one
-// already (so that close is still waiting): it is never refused.
-func (b *background) addHeld(n int) { b.wg.Add(n) }
-
-// end ends one piece of work counted by add or addHeld.
-func (b *background) end() { b.wg.Done() }
-
-// goHeld runs f in a new goroutine for a caller that holds a count:
-// never refused.
+// goHeld runs f in a new goroutine for a caller that holds a ticket (so
+// that close is still waiting): never refused.
 func (b *background) goHeld(f func()) {
-	b.addHeld(1)
+	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		f()
 	}()
 }
+
+// do runs f, counted as background work while it runs, and reports
+// whether it did: after close it does not.
+func (b *background) do(f func()) bool {
+	if !b.add(1) {
+		return false
+	}
+	defer b.wg.Done()
+	f()
+	return true
+}
+
+// ticket is one piece of counted work that ends when done is called,
+// once; the zero ticket counts nothing.
+type ticket struct{ b *background }
+
+// claim counts one piece of work that ends with the ticket's done (a
+// waiter's leaving its queues); ok is false after close.
+func (b *background) claim() (t ticket, ok bool) {
+	if !b.add(1) {
+		return ticket{}, false
+	}
+	return ticket{b}, true
+}
+
+// claimHeld is claim for a caller that holds a ticket: never refused.
+func (b *background) claimHeld() ticket {
+	b.wg.Add(1)
+	return ticket{b}
+}
+
+// done ends the ticket's work.
+func (t ticket) done() {
+	if t.b != nil {
+		t.b.wg.Done()
+	}
+}
+
+// Receive implements async.Receiver: a command whose reply nobody reads
+// ends the ticket's work when its reply comes.
+func (t ticket) Receive(any, error) { t.done() }
+
+// expect counts the replies of n commands about to be sent (a round's),
+// each ended by replied; false after close.
+func (b *background) expect(n int) bool { return b.add(n) }
+
+// replied ends one reply counted by expect.
+func (b *background) replied() { b.wg.Done() }
 
 // closing is closed once close has been called: long-running work stops
 // when it is.

@@ -79,31 +79,45 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 	if key == "" {
 		return nil, errors.New("redlock: empty key")
 	}
-	if !c.bg.add(1) {
-		return nil, pool.ErrClosed
-	}
-	defer c.bg.end()
 	in := &Inspection{Key: key, Quorum: c.quorum, Nodes: make([]NodeInspection, len(c.pools))}
-	args := wire.InspectArgs(key)
-	var g errgroup.Group
-	for i, p := range c.pools {
+	err := c.askEvery(ctx, wire.Inspect, wire.InspectArgs(key), func(i int, reply any, err error) {
 		n := &in.Nodes[i]
-		n.Addr = p.Addr()
-		g.Go(func() error {
-			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
-			defer cancel()
-			reply, err := p.Eval(nctx, wire.Inspect, args...)
-			if err == nil {
-				err = readInspection(n, reply)
-			}
-			if err != nil {
-				*n = NodeInspection{Addr: n.Addr, Err: explainDenied(err)}
-			}
-			return nil
-		})
+		n.Addr = c.pools[i].Addr()
+		if err == nil {
+			err = readInspection(n, reply)
+		}
+		if err != nil {
+			*n = NodeInspection{Addr: n.Addr, Err: explainDenied(err)}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	_ = g.Wait()
 	return in, nil
+}
+
+// askEvery runs script with args on every node at once, each bounded by
+// ctx and operatorTimeout, as background work that Close waits for, and
+// hands each node's answer to read (called concurrently, once per node).
+// It returns pool.ErrClosed on a closed Client.
+func (c *Client) askEvery(ctx context.Context, script *pool.Script, args []any, read func(i int, reply any, err error)) error {
+	ran := c.bg.do(func() {
+		var g errgroup.Group
+		for i, p := range c.pools {
+			g.Go(func() error {
+				nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
+				defer cancel()
+				reply, err := p.Eval(nctx, script, args...)
+				read(i, reply, err)
+				return nil
+			})
+		}
+		_ = g.Wait()
+	})
+	if !ran {
+		return pool.ErrClosed
+	}
+	return nil
 }
 
 // readInspection fills n from the inspection script's reply.
@@ -145,26 +159,16 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 	if key == "" {
 		return errors.New("redlock: empty key")
 	}
-	if !c.bg.add(1) {
-		return pool.ErrClosed
-	}
-	defer c.bg.end()
-	args := c.queue.ForceArgs(key)
 	errs := make([]error, len(c.pools))
-	var g errgroup.Group
-	for i, p := range c.pools {
-		g.Go(func() error {
-			nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
-			defer cancel()
-			reply, err := p.Eval(nctx, wire.ForceRelease, args...)
-			if err == nil {
-				_, err = doneStatus(p.Addr(), reply, nil)
-			}
-			errs[i] = err
-			return nil
-		})
+	err := c.askEvery(ctx, wire.ForceRelease, c.queue.ForceArgs(key), func(i int, reply any, err error) {
+		if err == nil {
+			_, err = doneStatus(c.pools[i].Addr(), reply, nil)
+		}
+		errs[i] = err
+	})
+	if err != nil {
+		return err
 	}
-	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("redlock: force release of %q: not every node answered (the key may stay held there until its TTL): %w", key, err)
 	}

@@ -36,6 +36,9 @@ type Lock struct {
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
+	// mu guards what follows. It is a leaf: no other lock of the Client
+	// is taken while it is held (the lock's context is ended under it,
+	// and observers are told after it is released).
 	mu       sync.Mutex
 	until    time.Time // validity end on the client's clock; zero when unknown
 	since    time.Time // start of the round that set until

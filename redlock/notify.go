@@ -40,7 +40,10 @@ const (
 // after the last one left, on every node, and again after a connection is
 // dialled anew.
 type notifier struct {
-	c      *Client
+	c *Client
+	// mu guards the subscriptions. Lock order: subNode.wmu, then mu, then
+	// a listener's own lock (waiter.mu), which its methods take while mu
+	// is held; never the reverse.
 	mu     sync.Mutex
 	keys   map[string]*keyWait // by key
 	nkeys  atomic.Int32        // len(keys), read without mu
@@ -150,7 +153,11 @@ func (n *notifier) leave(kw *keyWait, l listener) {
 // drop unsubscribes kw if still no one waits for it.
 func (n *notifier) drop(kw *keyWait) {
 	n.mu.Lock()
-	if len(kw.waiters) > 0 || n.keys[kw.key] != kw || n.closed || !n.c.bg.add(1) {
+	t, ok := ticket{}, len(kw.waiters) == 0 && n.keys[kw.key] == kw && !n.closed
+	if ok {
+		t, ok = n.c.bg.claim()
+	}
+	if !ok {
 		n.mu.Unlock()
 		return
 	}
@@ -160,7 +167,7 @@ func (n *notifier) drop(kw *keyWait) {
 		delete(n.byChan, ch)
 	}
 	n.mu.Unlock()
-	defer n.c.bg.end()
+	defer t.done()
 	n.syncAll(kw)
 }
 
@@ -227,15 +234,16 @@ func (n *notifier) startLocked() bool {
 	if len(subs) == 0 {
 		return true // announcements are never heard: waits use the back-off
 	}
-	if !n.c.bg.add(len(subs) + 1) {
-		return false
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	fs := []func(){n.pinger}
 	for _, s := range subs {
 		n.nodes[s.i] = s
-		go n.run(s)
+		fs = append(fs, func() { n.run(s) })
 	}
-	go n.pinger()
+	if !n.c.bg.goAll(fs...) {
+		n.cancel()
+		return false
+	}
 	return true
 }
 
@@ -302,7 +310,6 @@ type subConn struct {
 // acknowledges SUBSCRIBE and closes), waits for the back-off first, so
 // that such a node is not dialled in a loop.
 func (n *notifier) run(s *subNode) {
-	defer n.c.bg.end()
 	backoff := redialMin
 	for {
 		sc := &subConn{ended: make(chan error, 1)}
@@ -474,7 +481,6 @@ func (n *notifier) poke() {
 
 // pinger keeps the connections talking, so that a dead one is noticed.
 func (n *notifier) pinger() {
-	defer n.c.bg.end()
 	t := time.NewTicker(pubsubPing)
 	defer t.Stop()
 	for {

@@ -123,7 +123,7 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	}
 	r.late <- nc.i
 	r.replied()
-	r.c.bg.end()
+	r.c.bg.replied()
 }
 
 // replied counts a reply; with the last one the round has settled.
@@ -213,7 +213,7 @@ func (c *Client) run(ctx context.Context, req request) (*round, error) {
 		r.cause, r.start = err, c.cfg.clock.Now()
 		return r, nil
 	}
-	if !c.bg.add(len(c.pools)) {
+	if !c.bg.expect(len(c.pools)) {
 		return nil, pool.ErrClosed
 	}
 	r.sendAll(ctx)

@@ -147,7 +147,7 @@ type waiter struct {
 	sinceWall int64
 	refused   time.Time // when its first round was refused; zero until then
 	queued    bool      // a node may hold its queue entry
-	counted   bool      // queued while the Client was open: Close waits for its leaving the queue
+	leaving   ticket    // queued while the Client was open: Close waits for its leaving the queues
 	kw        *keyWait  // its subscription; nil until it first listens
 	// token is what a release sets the key to on a node that hands it to
 	// this waiter: the lock's token when a quorum did so. "" when it takes
@@ -301,7 +301,8 @@ func (w *waiter) queuedBy(r *round) {
 	w.last = r
 	w.sent.add(r)
 	if w.id != "" && !w.queued {
-		w.queued, w.counted = true, w.c.bg.add(1)
+		w.queued = true
+		w.leaving, _ = w.c.bg.claim()
 	}
 }
 
@@ -427,10 +428,10 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 		c.notify.leave(w.kw, w)
 		w.kw = nil
 	}
-	if !w.counted {
+	if w.leaving == (ticket{}) {
 		return // never queued, or the Client was closed before it could be
 	}
-	defer c.bg.end()
+	defer w.leaving.done()
 	if l != nil {
 		return
 	}
@@ -457,21 +458,15 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 }
 
 // sendBackground sends the release script with args to p as background
-// work, and drops the reply. The caller holds a count of background work,
-// so that Close waits for this one too.
+// work, and drops the reply. The caller holds a ticket, so that Close
+// waits for this one too.
 func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
 	if s, ok := p.(starter); ok {
-		c.bg.addHeld(1)
-		s.StartEval(bgCall{c}, wire.Release, args...)
+		s.StartEval(c.bg.claimHeld(), wire.Release, args...)
 		return
 	}
 	c.bg.goHeld(func() { c.evalBounded(ctx, p, wire.Release, args) })
 }
-
-// bgCall receives the reply of a background command that nobody reads.
-type bgCall struct{ c *Client }
-
-func (b bgCall) Receive(any, error) { b.c.bg.end() }
 
 // released implements listener: node i released the key, leaving it free
 // (to is "") or keeping it for the waiter to.
