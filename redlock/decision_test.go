@@ -103,6 +103,9 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 	for _, n := range nodes[3:] {
 		n.set("k", "foreign")
 	}
+	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
+	// refuses last: each round is decided with every reply read.
+	step := stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callSet, callRelease, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -110,9 +113,7 @@ func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t 
 		_, err := c.Lock(ctx, "k", ttl)
 		done <- err
 	}()
-	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
-	// refuses last: each round is decided with every reply read.
-	stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callSet, callRelease, 2)
+	step()
 	// Two OK, one answered with an error, two refused: no quorum, but not
 	// a split vote either. The plain round, then the script's round, both fail.
 	require.Equal(t, 1, <-asked)            // after both

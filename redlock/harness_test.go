@@ -449,8 +449,9 @@ func tryLockAsync(c *Client, key string, opts ...LockOption) <-chan tryResult {
 // were in flight: a granting node takes round k only once it answered
 // the release (calls of releaseKind) of round k-1, and late answers
 // round k only after every other node did. It returns once the last
-// round has been let through.
-func stepRounds(t *testing.T, late *testNode, granting, others []*testNode, kind, releaseKind string, rounds int) {
+// round has been let through. It sets its gates at once, before the
+// rounds are sent, and returns the function that steps them.
+func stepRounds(t *testing.T, late *testNode, granting, others []*testNode, kind, releaseKind string, rounds int) (step func()) {
 	t.Helper()
 	gates := make([]func(), len(granting))
 	for i, n := range granting {
@@ -466,20 +467,28 @@ func stepRounds(t *testing.T, late *testNode, granting, others []*testNode, kind
 		}
 		open()
 	}
-	for k := 1; k <= rounds; k++ {
-		for i, n := range granting {
-			require.Eventually(t, func() bool { return n.parkedCount() >= k && n.count(releaseKind) >= k-1 },
-				10*time.Second, time.Millisecond, "round %d on %s", k, n.addr)
-			pass(k, n, &gates[i], kind)
+	return func() {
+		for k := 1; k <= rounds; k++ {
+			stepRound(t, k, late, granting, others, kind, releaseKind, gates, &lateGate, pass)
 		}
-		require.Eventually(t, func() bool {
-			for _, n := range append(others, granting...) {
-				if n.count(kind) < k {
-					return false
-				}
-			}
-			return late.parkedCount() >= k
-		}, 10*time.Second, time.Millisecond, "round %d", k)
-		pass(k, late, &lateGate)
 	}
+}
+
+// stepRound is round k of stepRounds.
+func stepRound(t *testing.T, k int, late *testNode, granting, others []*testNode, kind, releaseKind string,
+	gates []func(), lateGate *func(), pass func(int, *testNode, *func(), ...string)) {
+	for i, n := range granting {
+		require.Eventually(t, func() bool { return n.parkedCount() >= k && n.count(releaseKind) >= k-1 },
+			10*time.Second, time.Millisecond, "round %d on %s", k, n.addr)
+		pass(k, n, &gates[i], kind)
+	}
+	require.Eventually(t, func() bool {
+		for _, n := range append(others, granting...) {
+			if n.count(kind) < k {
+				return false
+			}
+		}
+		return late.parkedCount() >= k
+	}, 10*time.Second, time.Millisecond, "round %d", k)
+	pass(k, late, lateGate)
 }

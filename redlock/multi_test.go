@@ -182,6 +182,9 @@ func TestLockMulti_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVo
 	for _, n := range nodes[3:] {
 		n.set("k1", "foreign")
 	}
+	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
+	// refuses last: each round is decided with every reply read.
+	step := stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callMulti, "script", 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -189,9 +192,7 @@ func TestLockMulti_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVo
 		_, err := c.LockMulti(ctx, []string{"k1", "k2"}, ttl)
 		done <- err
 	}()
-	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
-	// refuses last: each round is decided with every reply read.
-	stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callMulti, "script", 2)
+	step()
 	// Two OK, one answered with an error, two refused: no quorum, but not
 	// a split vote either.
 	require.Equal(t, 1, <-asked)
