@@ -95,35 +95,3 @@ func TestTryLock_failureDoesNotWaitForTheReleasesItOwes(t *testing.T) {
 	require.Eventually(t, func() bool { return nodes[0].parkedCount() == 1 }, 5*time.Second, time.Millisecond,
 		"the release owed to a failed node is sent")
 }
-
-func TestLock_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
-	asked := make(signalRetry, 1) // 100ms between rounds
-	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
-	nodes[2].failWith(pool.ReplyError("READONLY You can't write against a read only replica."))
-	for _, n := range nodes[3:] {
-		n.set("k", "foreign")
-	}
-	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
-	// refuses last: each round is decided with every reply read.
-	step := stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callSet, callRelease, 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Lock(ctx, "k", ttl)
-		done <- err
-	}()
-	step()
-	// Two OK, one answered with an error, two refused: no quorum, but not
-	// a split vote either. The plain round, then the script's round, both fail.
-	require.Equal(t, 1, <-asked)            // after both
-	require.True(t, clk.WaitTimers(1, nil)) // Lock sleeps
-	clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
-	select {
-	case n := <-asked:
-		t.Fatalf("Lock asked again (failure %d) after 50ms, before the strategy's 100ms", n)
-	case <-time.After(50 * time.Millisecond):
-	}
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-}

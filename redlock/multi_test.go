@@ -172,37 +172,53 @@ func TestObserver_seesAMultiKeyLockByItsKeys(t *testing.T) {
 	require.Equal(t, "a,b", rec.events[1].Key)
 }
 
-// LockMulti paces its rounds as Lock does (one pause policy): a round
-// with nodes that answered with an error is no split vote, and waits as
-// the retry strategy says.
-func TestLockMulti_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
-	asked := make(signalRetry, 1) // 100ms between rounds
-	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
-	nodes[2].failWith(pool.ReplyError("READONLY You can't write against a read only replica."))
-	for _, n := range nodes[3:] {
-		n.set("k1", "foreign")
+// Lock and LockMulti pace their rounds by one policy: a round with nodes
+// that answered with an error is no split vote, and waits as the retry
+// strategy says.
+func TestWaiting_aRoundWithFailedNodesWaitsAsTheRetryStrategySaysNotAsASplitVote(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		key       string
+		kind, rel string // the acquisition's and the release's call kinds
+		lock      func(c *Client, ctx context.Context) error
+	}{
+		{"Lock", "k", callSet, callRelease, func(c *Client, ctx context.Context) error {
+			_, err := c.Lock(ctx, "k", ttl)
+			return err
+		}},
+		{"LockMulti", "k1", callMulti, "script", func(c *Client, ctx context.Context) error {
+			_, err := c.LockMulti(ctx, []string{"k1", "k2"}, ttl)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := make(signalRetry, 1) // 100ms between rounds
+			c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
+			nodes[2].failWith(pool.ReplyError("READONLY You can't write against a read only replica."))
+			for _, n := range nodes[3:] {
+				n.set(tc.key, "foreign")
+			}
+			// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
+			// refuses last: each round is decided with every reply read.
+			step := stepRounds(t, nodes[4], nodes[:2], nodes[2:4], tc.kind, tc.rel, 2)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- tc.lock(c, ctx) }()
+			step()
+			// Two OK, one answered with an error, two refused: no quorum,
+			// but not a split vote either. Two rounds fail before the first
+			// sleep.
+			require.Equal(t, 1, <-asked)
+			require.True(t, clk.WaitTimers(1, nil)) // the call sleeps
+			clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
+			select {
+			case n := <-asked:
+				t.Fatalf("asked again (failure %d) after 50ms, before the strategy's 100ms", n)
+			case <-time.After(50 * time.Millisecond):
+			}
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		})
 	}
-	// Nodes 0 and 1 grant, 2 answers with an error, 3 refuses, and 4
-	// refuses last: each round is decided with every reply read.
-	step := stepRounds(t, nodes[4], nodes[:2], nodes[2:4], callMulti, "script", 2)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.LockMulti(ctx, []string{"k1", "k2"}, ttl)
-		done <- err
-	}()
-	step()
-	// Two OK, one answered with an error, two refused: no quorum, but not
-	// a split vote either.
-	require.Equal(t, 1, <-asked)
-	require.True(t, clk.WaitTimers(1, nil)) // LockMulti sleeps
-	clk.Advance(50 * time.Millisecond)      // a split vote's wait (≤ 32ms) would be over
-	select {
-	case n := <-asked:
-		t.Fatalf("LockMulti asked again (failure %d) after 50ms, before the strategy's 100ms", n)
-	case <-time.After(50 * time.Millisecond):
-	}
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
 }
