@@ -232,7 +232,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // new, or for the round of a waiter that takes hand-offs, its hand-off
 // token and the round's number (waiterRoundToken).
 func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wire.Waiter) (grab, error) {
-	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, release: mutexRelease}
+	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, kind: kindMutex}
 	var err error
 	if w != nil && w.Handoff != "" {
 		g.token = waiterRoundToken(w.Handoff, w.Round)
@@ -258,16 +258,6 @@ func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wir
 	}
 	g.req.gate = true // restart safety: only trusted nodes count
 	return g, nil
-}
-
-// mutexRelease gives up a failed round of one key: the short release
-// after a plain SET NX round (a first try: the key is most likely not
-// contended), the queue's release after a waiter's script round.
-func mutexRelease(c *Client, g *grab) (*pool.Script, []any) {
-	if g.req.script == nil {
-		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
-	}
-	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
 }
 
 // newLock returns the handle of the lock g's round r (or the hand-offs

@@ -124,18 +124,27 @@ func TestClient_Do_releasesTheLockWhenFnPanicsAndThePanicGoesOn(t *testing.T) {
 }
 
 func TestClient_Do_doesNotCallFnWithoutTheLock(t *testing.T) {
-	c, nodes, _ := newFakeClient(t, 5)
+	asked := make(signalRetry, 1)
+	c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
 	for _, n := range nodes {
 		n.set("k", "foreign")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err := c.Do(ctx, "k", ttl, func(context.Context) error {
-		t.Fatal("fn ran without the lock")
-		return nil
-	})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Do(ctx, "k", ttl, func(context.Context) error {
+			t.Error("fn ran without the lock")
+			return nil
+		})
+	}()
+	<-asked // a round was refused: Do is about to sleep
+	require.True(t, clk.WaitTimers(1, nil), "Do waits for the key")
+	cancel() // while it sleeps: its last round was refused by the holder
+	err := <-done
 	require.ErrorIs(t, err, ErrNotAcquired)
-	require.True(t, quorumError(t, err).Busy())
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, quorumError(t, err).Busy(), "%v", err)
 
 	require.ErrorContains(t, c.Do(context.Background(), "k", ttl, nil), "needs a function")
 	require.ErrorContains(t, c.Do(context.Background(), "k", ttl, func(context.Context) error { return nil }, WithAutoExtend(ttl)),

@@ -29,9 +29,31 @@ type grab struct {
 	ttl   time.Duration
 	cfg   lockConfig
 	req   request // what every node is sent, and how its reply is read
-	// release is the script and arguments that give the round's token up
-	// on a node that may hold it; called only when the round failed.
-	release func(c *Client, g *grab) (*pool.Script, []any)
+	kind  grabKind
+}
+
+// grabKind is the kind of lock a grab takes: it says how a failed round
+// is given up (grab.release).
+type grabKind uint8
+
+const (
+	kindMutex grabKind = iota // one key: TryLock, Lock
+	kindMulti                 // several keys at once: the *Multi calls
+)
+
+// release returns the script and arguments that give g's token up on a
+// node that may hold it, after a failed round. A plain SET NX round was a
+// first try: its key is most likely not contended, and the short release
+// leaves it free; a script round (a waiter's, or fenced) gives the key to
+// the head of its queue.
+func (g *grab) release(c *Client) (*pool.Script, []any) {
+	switch {
+	case g.kind == kindMulti:
+		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
+	case g.req.script == nil:
+		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
+	}
+	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
 }
 
 // allKeys returns the keys g takes: one, or a multi-key lock's.
@@ -104,7 +126,7 @@ func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) e
 // owe releases, in the background, every node that may hold the token of
 // g's round r (owed.go).
 func (c *Client) owe(ctx context.Context, g *grab, r *round) {
-	script, args := g.release(c, g)
+	script, args := g.release(c)
 	c.oweRelease(ctx, script, args, r, g.ttl)
 }
 

@@ -130,7 +130,7 @@ func (l *Lock) name() string {
 // multiGrab describes a multi-key acquisition round of ks: one script
 // per node takes every key or none.
 func (c *Client) multiGrab(ks []string, ttl time.Duration, cfg lockConfig) (grab, error) {
-	g := grab{name: strings.Join(ks, ","), keys: ks, key: ks[0], ttl: ttl, cfg: cfg, release: multiRelease}
+	g := grab{name: strings.Join(ks, ","), keys: ks, key: ks[0], ttl: ttl, cfg: cfg, kind: kindMulti}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return g, err
@@ -144,11 +144,6 @@ func (c *Client) multiGrab(ks []string, ttl time.Duration, cfg lockConfig) (grab
 	g.req = request{script: wire.MultiAcquire, args: wire.MultiAcquireArgs(ks, g.token, ttl.Milliseconds(), epoch),
 		status: grantStatus, keep: true, gate: true}
 	return g, nil
-}
-
-// multiRelease gives up a failed multi-key round.
-func multiRelease(_ *Client, g *grab) (*pool.Script, []any) {
-	return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
 }
 
 // tryMulti is one multi-key acquisition round (and, fenced, the

@@ -54,11 +54,19 @@ func Slot(key string) uint16 {
 }
 
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
-// checksum Redis Cluster hashes keys with.
+// checksum Redis Cluster hashes keys with, a byte at a time.
 func crc16[T string | []byte](s T) uint16 {
 	var crc uint16
 	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// crcTable holds the CRC of each byte value, shifted in bit by bit.
+var crcTable = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -66,9 +74,10 @@ func crc16[T string | []byte](s T) uint16 {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return crc
-}
+	return t
+}()
 
 // Tag returns a short string whose hash slot is slot: the first, by
 // length then by value, of the strings of base-36 digits ("0".."z",
