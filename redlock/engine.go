@@ -30,6 +30,7 @@ type grab struct {
 	cfg   lockConfig
 	req   request // what every node is sent, and how its reply is read
 	kind  grabKind
+	sem   *Semaphore // kindSemaphore: the semaphore
 }
 
 // grabKind is the kind of lock a grab takes: it says how a failed round
@@ -37,17 +38,20 @@ type grab struct {
 type grabKind uint8
 
 const (
-	kindMutex grabKind = iota // one key: TryLock, Lock
-	kindMulti                 // several keys at once: the *Multi calls
+	kindMutex     grabKind = iota // one key: TryLock, Lock
+	kindMulti                     // several keys at once: the *Multi calls
+	kindSemaphore                 // one of a semaphore's permit slots
 )
 
 // release returns the script and arguments that give g's token up on a
-// node that may hold it, after a failed round. A plain SET NX round was a
-// first try: its key is most likely not contended, and the short release
-// leaves it free; a script round (a waiter's, or fenced) gives the key to
-// the head of its queue.
-func (g *grab) release(c *Client) (*pool.Script, []any) {
+// node that may hold it, but for the choice keep (a semaphore's slot won;
+// -1 for none). A plain SET NX round was a first try: its key is most
+// likely not contended, and the short release leaves it free; a script
+// round (a waiter's, or fenced) gives the key to the head of its queue.
+func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 	switch {
+	case g.kind == kindSemaphore:
+		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.token, keep)
 	case g.kind == kindMulti:
 		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
 	case g.req.script == nil:
@@ -92,6 +96,13 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 			return nil, r, c.undo(ctx, g, r, until)
 		}
 	}
+	if g.req.choices > 0 {
+		// The nodes that took another choice give it up; the lock is on
+		// the one won.
+		script, args := g.release(c, r.won)
+		c.oweRelease(ctx, script, args, r, g.ttl, r.won)
+		g.key = wire.PermitKey(g.name, r.won)
+	}
 	l := c.newLock(ctx, g, r, until)
 	if fences != nil {
 		l.fence = fences[0]
@@ -126,8 +137,8 @@ func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) e
 // owe releases, in the background, every node that may hold the token of
 // g's round r (owed.go).
 func (c *Client) owe(ctx context.Context, g *grab, r *round) {
-	script, args := g.release(c)
-	c.oweRelease(ctx, script, args, r, g.ttl)
+	script, args := g.release(c, -1)
+	c.oweRelease(ctx, script, args, r, g.ttl, -1)
 }
 
 // grantStatus reads a node's answer to an acquisition script (of one key

@@ -33,6 +33,9 @@ type Lock struct {
 	// for a lock on one key. fences are their fences, with WithFencing.
 	keys   []string
 	fences []uint64
+	// sem is the semaphore of a permit (its key is the permit's slot);
+	// nil for any other lock.
+	sem *Semaphore
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
@@ -238,6 +241,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 func (l *Lock) releaseRequest() request {
 	req := request{script: wire.Release, status: doneStatus, after: l.after, always: true}
 	switch {
+	case l.sem != nil:
+		req.script, req.args = wire.SemRelease, wire.SemReleaseArgs(l.sem.name, l.sem.keys, l.token, -1)
 	case l.keys != nil:
 		req.script, req.args = wire.MultiRelease, wire.MultiReleaseArgs(l.keys, l.token)
 	case l.queueID != "" || l.c.notify.subscribed(l.key):

@@ -42,11 +42,15 @@ type debt struct {
 // (Close waits for them), retried as the package comment above says, for
 // at most ttl. Nodes that refused are never released: they hold another
 // owner's key.
-func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration) {
+//
+// On a choice round that was won, keep is the choice won (-1 otherwise):
+// a node that took it is part of the lock and owes nothing; the others
+// give up what they took, and the release script keeps that choice.
+func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration, keep int) {
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
 	var owed []int
 	for i, n := range r.nodes {
-		if n.Status == NodeOK || n.Status == NodeFailed && maySent(n.Err) {
+		if owes(n.Status, n.Err, r.pick(i), keep) {
 			owed = append(owed, i)
 		}
 	}
@@ -69,7 +73,7 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
 		}
 		for range r.pending {
-			if o := r.next(); o.status != NodeRefused && maySent(o.err) {
+			if o := r.next(); owes(o.status, o.err, o.choice, keep) {
 				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
@@ -81,10 +85,25 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 		<-ch
 	}
 	for range r.pending {
-		if o := r.next(); o.status != NodeRefused && maySent(o.err) {
+		if o := r.next(); owes(o.status, o.err, o.choice, keep) {
 			<-d.start(o.i)
 		}
 	}
+}
+
+// owes reports whether a node whose reply to an acquisition had status
+// and err (NodePending: none by the decision) may hold what the round
+// took, beyond the choice kept (-1 for none): it granted, or failed in a
+// way that may have let the command land. A node that refused holds
+// another owner's key.
+func owes(status NodeStatus, err error, choice, keep int) bool {
+	switch status {
+	case NodeOK:
+		return keep < 0 || choice != keep
+	case NodeFailed:
+		return maySent(err)
+	}
+	return false
 }
 
 // releaseUnanswered goes on releasing, in the background, the nodes whose

@@ -33,6 +33,11 @@ type request struct {
 	// always sends the command even when the caller's context has ended:
 	// a release must go out whatever the caller's context says.
 	always bool
+	// choices, when above 0, makes the round a choice among that many
+	// (a semaphore's slots): choice reads which one a NodeOK reply took,
+	// and the round is won by a quorum that took the same one.
+	choices int
+	choice  func(reply any) int
 }
 
 // outcome is one node's reply to a round.
@@ -41,6 +46,7 @@ type outcome struct {
 	status NodeStatus
 	err    error
 	reply  any           // the raw reply, only when the request keeps replies
+	choice int           // NodeOK on a choice round: what the node took
 	after  time.Duration // when it arrived, from the round's start; with an Observer only
 }
 
@@ -59,7 +65,10 @@ type round struct {
 	ok       bool         // a quorum did what was asked
 	cause    error        // the caller's context error, when it ended the round
 	pending  int          // nodes that had not replied at the decision
-	okCount  int          // replies read before the decision that did what was asked
+	okCount  int          // replies read before the decision that did what was asked (on a choice round: the most that took one choice)
+	won      int          // a choice round: the choice okCount counts, -1 for none
+	tally    []int        // a choice round: per choice, the replies read before the decision that took it
+	picks    []int        // a choice round: per node, the choice it took by the decision (-1: none)
 	badCount int          // replies read before the decision that refused or failed
 	sent     bool         // the command went out (not when ctx had ended before)
 	late     chan int     // the node of every reply lands here; the decided round leaves the late ones
@@ -114,7 +123,10 @@ func (nc *nodeCall) Receive(reply any, err error) {
 // the round settled.
 func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	r := nc.r
-	nc.out = outcome{i: nc.i, status: status, err: err}
+	nc.out = outcome{i: nc.i, status: status, err: err, choice: -1}
+	if status == NodeOK && r.req.choices > 0 {
+		nc.out.choice = r.req.choice(reply)
+	}
 	if r.req.keep {
 		nc.out.reply = reply
 	}
@@ -139,6 +151,15 @@ func (r *round) replied() {
 		close(r.settled)
 	}
 	r.smu.Unlock()
+}
+
+// pick returns the choice node i took by the decision of a choice round;
+// -1 for none, and on any other round.
+func (r *round) pick(i int) int {
+	if r.picks == nil {
+		return -1
+	}
+	return r.picks[i]
 }
 
 // next returns the outcome of the next reply, waiting for it.
@@ -236,6 +257,12 @@ func (c *Client) newRound(req request) *round {
 	if req.keep {
 		r.replies = make([]any, n)
 	}
+	if req.choices > 0 {
+		r.won, r.tally, r.picks = -1, make([]int, req.choices), make([]int, n)
+		for i := range r.picks {
+			r.picks[i] = -1
+		}
+	}
 	for i, p := range c.pools {
 		r.nodes[i].Addr = p.Addr()
 		r.calls[i] = nodeCall{r: r, i: i}
@@ -298,17 +325,28 @@ func (r *round) decide(ctx context.Context) {
 // possible, or every node replied.
 func (r *round) decided() bool {
 	n, q := len(r.nodes), r.c.quorum
+	if r.tally != nil && r.okCount+r.pending < q {
+		return true // no choice can reach a quorum any more
+	}
 	return r.okCount >= q || r.badCount > n-q || r.pending == 0
 }
 
-// take files a reply read before the decision.
+// take files a reply read before the decision. On a choice round a reply
+// counts toward the quorum of the choice it took; the round is lost once
+// no choice can reach a quorum.
 func (r *round) take(o outcome) {
 	r.pending--
 	r.record(o)
-	if o.status == NodeOK {
-		r.okCount++
-	} else {
+	switch {
+	case o.status != NodeOK:
 		r.badCount++
+	case r.tally == nil:
+		r.okCount++
+	default:
+		r.picks[o.i] = o.choice
+		if r.tally[o.choice]++; r.tally[o.choice] > r.okCount {
+			r.okCount, r.won = r.tally[o.choice], o.choice
+		}
 	}
 }
 

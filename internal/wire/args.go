@@ -159,3 +159,33 @@ func multiKeys(keys []string, more ...any) []any {
 	}
 	return append(args, more...)
 }
+
+// SemKeys are the key count and keys of a semaphore of permits slots:
+// the slots, then its size key.
+func SemKeys(name string, permits int) []any {
+	args := make([]any, 0, permits+5)
+	args = append(args, permits+1)
+	for i := range permits {
+		args = append(args, PermitKey(name, i))
+	}
+	return append(args, PermitsKey(name))
+}
+
+// SemAcquireArgs are the semaphore acquisition's key count, keys and
+// arguments: a free slot takes token for ms, slot prefer first (-1 for
+// none). keys is SemKeys' result, shared by the rounds of one call.
+func SemAcquireArgs(keys []any, token string, ms int64, prefer int) []any {
+	return append(keys[:len(keys):len(keys)], token, ms, prefer)
+}
+
+// SemReleaseArgs are the semaphore release's key count, keys and
+// arguments: every slot but keep (-1 for none) that holds token is given
+// up and announced on the semaphore's release channel. keys is SemKeys'
+// result, without the size key.
+func SemReleaseArgs(name string, keys []any, token string, keep int) []any {
+	slots := len(keys) - 2 // the count, the slots, the size key
+	args := make([]any, 0, slots+4)
+	args = append(args, slots)
+	args = append(args, keys[1:1+slots]...)
+	return append(args, token, ReleaseChannel(name), keep)
+}

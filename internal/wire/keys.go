@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/quorumlock/redlock/internal/keyslot"
+import (
+	"strconv"
+
+	"github.com/quorumlock/redlock/internal/keyslot"
+)
 
 // The names of everything a Client keeps on the nodes or announces
 // through them, all derived here. The scripts build none of them: the
@@ -71,3 +75,11 @@ const ReservedPrefix = "redlock:reserved:"
 
 // Reservation is the value that keeps a free key for the waiter id.
 func Reservation(id string) string { return ReservedPrefix + id }
+
+// PermitKey is the slot of permit i (from 0) of the semaphore name: a lock
+// key of its own, in name's hash slot.
+func PermitKey(name string, i int) string { return keyslot.Helper(name, "permit:"+strconv.Itoa(i)) }
+
+// PermitsKey holds the semaphore name's size, as the first acquisition on
+// the node set it; it has no TTL (docs/kinds.md says how to change it).
+func PermitsKey(name string) string { return keyslot.Helper(name, "permits") }

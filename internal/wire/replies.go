@@ -13,6 +13,7 @@ const (
 	CodeHeld     = 0 // the key is held by another owner
 	CodeAcquired = 1
 	CodeReserved = 2 // the key is free but kept for another waiter
+	CodeSize     = 3 // a semaphore of another size (sem_acquire.lua)
 )
 
 // String reads a bulk or status reply as a string.
@@ -209,4 +210,38 @@ func ParseAnnouncement(msg string) Announcement {
 		a.Round, _ = strconv.Atoi(round)
 	}
 	return a
+}
+
+
+// Permit is one node's answer to the semaphore acquisition.
+type Permit struct {
+	Code int64 // CodeAcquired, CodeHeld, or CodeSize
+	Slot int   // CodeAcquired: the slot taken, from 0
+	PTTL int64 // CodeHeld: the least ms a slot has left; -1 unknown
+	Size int64 // CodeSize: the semaphore's size on the node
+}
+
+// ParsePermit reads {1, slot}, {0, pttl} or {3, size}.
+func ParsePermit(reply any) (Permit, bool) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 2 {
+		return Permit{}, false
+	}
+	code, ok := vs[0].(int64)
+	if !ok {
+		return Permit{}, false
+	}
+	switch code {
+	case CodeAcquired:
+		slot, ok := vs[1].(int64)
+		return Permit{Code: code, Slot: int(slot)}, ok && slot >= 0
+	case CodeHeld:
+		pttl, ok := vs[1].(int64)
+		return Permit{Code: code, PTTL: pttl}, ok
+	case CodeSize:
+		s, ok := String(vs[1])
+		n, err := strconv.ParseInt(s, 10, 64)
+		return Permit{Code: code, Size: n}, ok && err == nil
+	}
+	return Permit{}, false
 }

@@ -33,6 +33,10 @@ var (
 	multiExtendSource string
 	//go:embed multi_release.lua
 	multiReleaseSource string
+	//go:embed sem_acquire.lua
+	semAcquireSource string
+	//go:embed sem_release.lua
+	semReleaseSource string
 )
 
 // The scripts. Each names its keys and arguments at the top of its
@@ -66,6 +70,11 @@ var (
 	MultiExtend = pool.NewScript(-1, multiExtendSource)
 	// MultiRelease gives up every key of a multi-key lock.
 	MultiRelease = pool.NewScript(-1, multiReleaseSource)
+	// SemAcquire takes a free permit slot of a semaphore (its slots and
+	// its size key: permits + 1 keys).
+	SemAcquire = pool.NewScript(-1, semAcquireSource)
+	// SemRelease gives up the slots of a semaphore that hold a token.
+	SemRelease = pool.NewScript(-1, semReleaseSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -90,6 +99,8 @@ var Scripts = []ScriptInfo{
 	{"multi_acquire", MultiAcquire, multiAcquireSource},
 	{"multi_extend", MultiExtend, multiExtendSource},
 	{"multi_release", MultiRelease, multiReleaseSource},
+	{"sem_acquire", SemAcquire, semAcquireSource},
+	{"sem_release", SemRelease, semReleaseSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of

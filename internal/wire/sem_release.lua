@@ -1,0 +1,24 @@
+-- Semaphore release: give up every slot that holds our token, but the one
+-- kept, and announce each one freed to every waiting Client. Unlock keeps
+-- none; after a round that won a slot on a quorum, the nodes that granted
+-- another slot give that one up.
+local token = ARGV[1] -- the owner token
+local releaseChannel = ARGV[2] -- where a freed slot is announced: the semaphore's release channel
+local keep = tonumber(ARGV[3]) -- the slot (from 0) to keep, -1 for none
+
+-- Returns 1 when a slot was ours and is gone, 0 when none was; {1, error}
+-- when one is gone but the node refused to announce it (PUBLISH denied).
+local freed = 0
+for i = 1, #KEYS do
+	if i - 1 ~= keep and redis.call("GET", KEYS[i]) == token then
+		redis.call("DEL", KEYS[i])
+		freed = 1
+	end
+end
+if freed == 1 then
+	local r = redis.pcall("PUBLISH", releaseChannel, "")
+	if type(r) == "table" and r.err then
+		return {1, r.err}
+	end
+end
+return freed

@@ -1,0 +1,190 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// MaxPermits is the most permits a semaphore may have: each acquisition
+// looks at every permit slot on each node.
+const MaxPermits = 64
+
+// Semaphore lets up to a fixed number of holders at once hold its
+// permits, each permit a *Lock (Client.Semaphore). Each permit is a slot
+// taken on a quorum of nodes exactly as a lock is, so there are never
+// more holders than permits, whatever order the nodes see the requests
+// in, and a dead holder's permit comes back when its TTL runs out. It is
+// safe for concurrent use. See docs/kinds.md.
+type Semaphore struct {
+	c       *Client
+	name    string
+	permits int
+	keys    []any // the slots' and the size's keys, boxed once (wire.SemKeys)
+	err     error // why every call fails: a bad name or number of permits
+	status  func(addr string, reply any, err error) (NodeStatus, error)
+}
+
+// Semaphore returns the semaphore name with permits permits. Nothing is
+// sent until a call. permits below 1 or above MaxPermits, or an empty
+// name, make every call fail. Every Client that uses name must give the
+// same permits: a node keeps the number the first acquisition set, and a
+// call that gives another fails with an error naming both (docs/kinds.md
+// says how to change it).
+func (c *Client) Semaphore(name string, permits int) *Semaphore {
+	s := &Semaphore{c: c, name: name, permits: permits}
+	switch {
+	case name == "":
+		s.err = errors.New("redlock: empty semaphore name")
+	case permits < 1 || permits > MaxPermits:
+		s.err = fmt.Errorf("redlock: semaphore %q: %d permits: a semaphore has from 1 to %d", name, permits, MaxPermits)
+	default:
+		s.keys = wire.SemKeys(name, permits)
+		s.status = s.permitStatus
+	}
+	return s
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Permits returns the number of permits the semaphore was made with.
+func (s *Semaphore) Permits() int { return s.permits }
+
+// TryAcquire makes one attempt to take a permit for ttl: on every node at
+// once, the first free slot, and the permit is the slot a quorum took
+// (the nodes that took another give it up). It succeeds and fails as
+// TryLock does: a *QuorumError matching ErrNotAcquired says node by node
+// why (Busy when every permit is held). WithFencing is not supported on
+// semaphores yet. The *Lock's Key is the permit's slot key; Extend and
+// Unlock work as on any lock.
+func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	cfg, err := s.config(ctx, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	since := s.c.cfg.clock.Now()
+	l, _, err := s.try(ctx, ttl, cfg, -1)
+	s.c.acquired(s.name, since, time.Time{}, l, err)
+	return l, err
+}
+
+// Acquire takes a permit for ttl, round after round, until it succeeds or
+// ctx ends (the error then matches ErrNotAcquired and ctx.Err()), or the
+// Client closes (pool.ErrClosed). Between rounds it sleeps until a permit
+// is announced free, a held permit's TTL runs out, or the back-off
+// (WithRetry) passes; after a round in which the nodes took different
+// slots it asks for the slot most of them took. Waiting callers are not
+// queued yet: a permit goes to whoever asks first after its release.
+func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	cfg, err := s.config(ctx, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	since := s.c.cfg.clock.Now()
+	l, refused, err := s.wait(ctx, ttl, cfg)
+	s.c.acquired(s.name, since, refused, l, err)
+	return l, err
+}
+
+// Do runs fn while holding a permit, as Client.Do does for a lock: it
+// waits as Acquire does, extends the permit while fn runs, and releases it
+// when fn returns.
+func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
+	return s.c.do(ctx, fn, opts, func(ctx context.Context, opts []LockOption) (*Lock, error) {
+		return s.Acquire(ctx, ttl, opts...)
+	})
+}
+
+// config checks a call.
+func (s *Semaphore) config(ctx context.Context, ttl time.Duration, opts []LockOption) (lockConfig, error) {
+	switch {
+	case ctx == nil:
+		return lockConfig{}, errNilContext
+	case s.err != nil:
+		return lockConfig{}, s.err
+	}
+	cfg, err := s.c.lockConfig(s.name, ttl, opts)
+	if err == nil && cfg.fencing {
+		err = fmt.Errorf("redlock: semaphore %q: WithFencing is not supported on semaphores", s.name)
+	}
+	return cfg, err
+}
+
+// try is one acquisition round, asking for slot prefer first (-1 for
+// none). It returns the round too, nil when none was sent.
+func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int) (*Lock, *round, error) {
+	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: kindSemaphore, sem: s}
+	var err error
+	if g.token, err = newTokenWith(s.c.tokenPrefix); err != nil {
+		return nil, nil, err
+	}
+	g.req = request{script: wire.SemAcquire, args: wire.SemAcquireArgs(s.keys, g.token, ttl.Milliseconds(), prefer),
+		status: s.status, keep: true, gate: true, choices: s.permits, choice: permitSlot}
+	return s.c.take(ctx, &g)
+}
+
+// wait takes a permit, waiting as Acquire says; refused is when its first
+// round was refused (zero when it was not).
+func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (l *Lock, refused time.Time, err error) {
+	c := s.c
+	l, r, err := s.try(ctx, ttl, cfg, -1)
+	qe := asRefusal(err)
+	if err == nil || qe == nil {
+		return l, refused, err
+	}
+	refused = c.cfg.clock.Now()
+	mw, err := c.listenMulti([]string{s.name})
+	if err != nil {
+		return nil, refused, errors.Join(err, qe)
+	}
+	defer mw.leave()
+	mw.armed(ctx)
+	p := pacing{c: c, retry: cfg.retry}
+	for failures := 1; ; failures++ {
+		prefer := -1
+		if r != nil {
+			prefer = r.won // the slot most nodes took, if any did
+		}
+		if l, r, err = s.try(ctx, ttl, cfg, prefer); err == nil || asRefusal(err) == nil {
+			return l, refused, err
+		}
+		qe = asRefusal(err)
+		d, _ := p.next(qe, failures, mw.isArmed())
+		if err := mw.sleep(ctx, d); err != nil {
+			return nil, refused, endOfWait(err, qe)
+		}
+	}
+}
+
+// permitStatus reads a node's answer to the semaphore acquisition:
+// granted with the slot it took, refused with the least TTL of the held
+// slots, or failed (a semaphore of another size on the node, or a reply
+// that is not the script's).
+func (s *Semaphore) permitStatus(addr string, reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		return NodeFailed, err
+	}
+	p, ok := wire.ParsePermit(reply)
+	switch {
+	case !ok || p.Code == wire.CodeAcquired && p.Slot >= s.permits:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
+	case p.Code == wire.CodeSize:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
+			"semaphore %q has %d permits on this node, but this Client gives it %d: every Client must give the same (docs/kinds.md)",
+			s.name, p.Size, s.permits)}
+	case p.Code == wire.CodeHeld:
+		return NodeRefused, nil
+	}
+	return NodeOK, nil
+}
+
+// permitSlot reads the slot a granting node took.
+func permitSlot(reply any) int {
+	p, _ := wire.ParsePermit(reply)
+	return p.Slot
+}

@@ -1,0 +1,138 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/wire"
+)
+
+func TestSemaphore_holdsAtMostItsPermits(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	s := c.Semaphore("pool", 2)
+	ctx := context.Background()
+	a, err := s.TryAcquire(ctx, ttl)
+	require.NoError(t, err)
+	b, err := s.TryAcquire(ctx, ttl)
+	require.NoError(t, err)
+	require.Equal(t, wire.PermitKey("pool", 0), a.Key(), "the first free slot, on every node")
+	require.Equal(t, wire.PermitKey("pool", 1), b.Key())
+
+	_, err = s.TryAcquire(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.True(t, quorumError(t, err).Busy(), "every permit is held: %v", err)
+
+	require.NoError(t, a.Extend(ctx, 2*ttl))
+	require.NoError(t, a.Unlock(ctx))
+	for _, n := range nodes {
+		_, held := n.get(wire.PermitKey("pool", 0))
+		require.False(t, held, "the released slot is free on %s", n.addr)
+	}
+	a2, err := s.TryAcquire(ctx, ttl)
+	require.NoError(t, err)
+	require.Equal(t, a.Key(), a2.Key(), "the freed slot is taken again")
+	require.NoError(t, a2.Unlock(ctx))
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// The nodes take different slots when they do not agree on which are
+// free: the permit is the slot a quorum took, and the others give theirs
+// up.
+func TestSemaphore_takesTheSlotAQuorumTookAndReleasesTheRest(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	s := c.Semaphore("pool", 2)
+	for _, n := range nodes[:3] {
+		n.set(wire.PermitKey("pool", 0), "foreign") // nodes 0-2 take slot 1, nodes 3-4 slot 0
+	}
+	l, err := s.TryAcquire(context.Background(), ttl)
+	require.NoError(t, err)
+	require.Equal(t, wire.PermitKey("pool", 1), l.Key())
+	for _, n := range nodes[3:] {
+		require.Eventually(t, func() bool {
+			_, held := n.get(wire.PermitKey("pool", 0))
+			return !held
+		}, 5*time.Second, time.Millisecond, "%s gives up the slot it took", n.addr)
+	}
+}
+
+// No slot on a quorum: the call fails, and every node gives up what it
+// took.
+func TestSemaphore_aSplitTakesNothing(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	s := c.Semaphore("pool", 3)
+	// Nodes 0-1 take slot 0, nodes 2-3 slot 1, node 4 slot 2.
+	for _, n := range nodes[2:] {
+		n.set(wire.PermitKey("pool", 0), "foreign")
+	}
+	nodes[4].set(wire.PermitKey("pool", 1), "foreign")
+	_, err := s.TryAcquire(context.Background(), ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.False(t, quorumError(t, err).Busy(), "the nodes had permits free: %v", err)
+	for i, n := range nodes {
+		for slot := range 3 {
+			require.Eventually(t, func() bool {
+				v, _ := n.get(wire.PermitKey("pool", slot))
+				return v == "" || v == "foreign"
+			}, 5*time.Second, time.Millisecond, "node %d slot %d is given up", i, slot)
+		}
+	}
+}
+
+func TestSemaphore_clientsThatDisagreeOnPermitsFail(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	l, err := c.Semaphore("pool", 2).TryAcquire(ctx, ttl)
+	require.NoError(t, err)
+	_, err = c.Semaphore("pool", 3).TryAcquire(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorContains(t, err, `semaphore "pool" has 2 permits on this node, but this Client gives it 3`)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+func TestSemaphore_badArguments(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		s    *Semaphore
+		want string
+	}{
+		{c.Semaphore("pool", 0), "0 permits: a semaphore has from 1 to 64"},
+		{c.Semaphore("pool", MaxPermits+1), "65 permits"},
+		{c.Semaphore("", 1), "empty semaphore name"},
+	} {
+		_, err := tc.s.TryAcquire(ctx, ttl)
+		require.ErrorContains(t, err, tc.want)
+		_, err = tc.s.Acquire(ctx, ttl)
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err := c.Semaphore("pool", 1).TryAcquire(ctx, ttl, WithFencing())
+	require.ErrorContains(t, err, "WithFencing is not supported on semaphores")
+	_, err = c.Semaphore("pool", 1).TryAcquire(nil, ttl) //nolint:staticcheck // the nil context is the point
+	require.ErrorIs(t, err, errNilContext)
+}
+
+// Acquire waits until a permit is released.
+func TestSemaphore_acquireWaitsForAPermit(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, _, clk := newFakeClient(t, 5, withPacer(asked))
+	s := c.Semaphore("pool", 1)
+	ctx := context.Background()
+	held, err := s.TryAcquire(ctx, ttl)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l, err := s.Acquire(ctx, ttl)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	<-asked // refused twice: about to sleep
+	require.True(t, clk.WaitTimers(1, nil))
+	require.NoError(t, held.Unlock(ctx))
+	clk.Advance(100 * time.Millisecond) // the back-off; the fake nodes announce nothing
+	require.NoError(t, <-got)
+}

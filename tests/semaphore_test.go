@@ -1,0 +1,150 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// naiveAdmit is the per-node counting semaphore that is unsafe on a
+// quorum: each node admits at most KEYS[1]'s limit of holders, and a
+// holder needs a majority of nodes. Kept here to show that it over-admits.
+var naiveAdmit = redis.NewScript(1, `
+if redis.call("SCARD", KEYS[1]) < tonumber(ARGV[2]) then
+	redis.call("SADD", KEYS[1], ARGV[1])
+	return 1
+end
+return 0`)
+
+// arrivals is the order in which three clients' requests reach five nodes
+// with no fault at all: nodes 1-2 see A, C, B; node 3 A, B, C; node 4 B,
+// C, A; node 5 B, A, C.
+var arrivals = [5][3]string{{"A", "C", "B"}, {"A", "C", "B"}, {"A", "B", "C"}, {"B", "C", "A"}, {"B", "A", "C"}}
+
+// A two-permit semaphore that counts holders per node admits three
+// holders on a quorum each; the slot semaphore, asked in the same order,
+// admits two.
+func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	conns := make([]redis.Conn, 5)
+	for i, s := range e.nodes {
+		conns[i] = dialNode(t, s)
+	}
+
+	granted := map[string]int{}
+	for i, order := range arrivals {
+		for _, who := range order {
+			n, err := redis.Int(naiveAdmit.Do(conns[i], name+":naive", who, 2))
+			require.NoError(t, err)
+			granted[who] += n
+		}
+	}
+	holders := 0
+	for _, n := range granted {
+		if n >= 3 {
+			holders++
+		}
+	}
+	require.Equal(t, 3, holders, "the per-node count admits three holders of two permits: %v", granted)
+
+	sem := redis.NewScript(-1, wire.SemAcquire.Source())
+	keys := wire.SemKeys(name, 2)
+	slots := map[string]map[int]int{"A": {}, "B": {}, "C": {}} // client -> slot -> nodes
+	for i, order := range arrivals {
+		for _, who := range order {
+			reply, err := sem.Do(conns[i], wire.SemAcquireArgs(keys, who, 60_000, -1)...)
+			require.NoError(t, err)
+			if p, ok := wire.ParsePermit(reply); ok && p.Code == wire.CodeAcquired {
+				slots[who][p.Slot]++
+			}
+		}
+	}
+	holders = 0
+	for _, bySlot := range slots {
+		for _, n := range bySlot {
+			if n >= 3 {
+				holders++
+			}
+		}
+	}
+	require.Equal(t, 2, holders, "the slot semaphore admits at most its permits: %v", slots)
+}
+
+// Workers on Clients of their own share a semaphore of two permits: never
+// more than two inside at once, and both permits are used.
+func TestSemaphore_neverMoreHoldersThanPermits(t *testing.T) {
+	e := newEnv(t, 5)
+	most := hammerSemaphore(t, e, 6, 2, 2*time.Second, false)
+	require.Equal(t, int32(2), most, "both permits were held at once")
+}
+
+// The same while one node after another is killed and restarted with its
+// data, or paused.
+func TestSemaphore_neverMoreHoldersThanPermitsWhileNodesFail(t *testing.T) {
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	stopFaults := failNodesInTurn(e)
+	hammerSemaphore(t, e, 6, 2, 3*time.Second, true, redlock.WithDurableNodes())
+	require.NoError(t, stopFaults())
+}
+
+// hammerSemaphore runs workers on a semaphore of permits for d and fails
+// the test if more than permits were ever inside at once, or if Acquire
+// or Unlock failed for any other reason than the end of d (or, with lost,
+// an Unlock that found fewer than a quorum). It returns the most inside
+// at once.
+func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration, lost bool, opts ...redlock.Option) int32 {
+	t.Helper()
+	name := newKey(t)
+	var inside, most atomic.Int32
+	var took atomic.Int64
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	errs := make(chan error, workers)
+	for range workers {
+		s := newClient(t, newPools(t, e.addrs), opts...).Semaphore(name, permits)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5000 { // bounded; the context ends it first
+				l, err := s.Acquire(ctx, 5*time.Second)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(500 * time.Microsecond)
+				inside.Add(-1)
+				took.Add(1)
+				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, most.Load(), int32(permits), "more holders than permits")
+	require.Greater(t, took.Load(), int64(workers), "the permits went round")
+	t.Logf("%d acquisitions, at most %d inside at once", took.Load(), most.Load())
+	return most.Load()
+}
