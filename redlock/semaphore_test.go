@@ -110,7 +110,8 @@ func TestSemaphore_badArguments(t *testing.T) {
 	}
 	_, err := c.Semaphore("pool", 1).TryAcquire(ctx, ttl, WithFencing())
 	require.ErrorContains(t, err, "WithFencing is not supported on semaphores")
-	_, err = c.Semaphore("pool", 1).TryAcquire(nil, ttl) //nolint:staticcheck // the nil context is the point
+	//lint:ignore SA1012 a nil context is what is tested
+	_, err = c.Semaphore("pool", 1).TryAcquire(nil, ttl)
 	require.ErrorIs(t, err, errNilContext)
 }
 
