@@ -233,3 +233,18 @@ func ExampleWithLogger() {
 	}
 	defer client.Close()
 }
+
+func ExampleSemaphore_Acquire() {
+	var client *redlock.Client // built as in the package example
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// At most three encoders at once, across every process that uses the
+	// name with three permits.
+	permit, err := client.Semaphore("jobs:encoder", 3).Acquire(ctx, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Unlock(context.Background())
+	fmt.Println("holding a permit until", permit.Until())
+}
