@@ -60,14 +60,6 @@ func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
 }
 
-// allKeys returns the keys g takes: one, or a multi-key lock's.
-func (g *grab) allKeys() []string {
-	if g.keys == nil {
-		return []string{g.key}
-	}
-	return g.keys
-}
-
 // take sends g to every node and decides it: the lock when a quorum
 // granted with more than the minimum validity left (and, fenced, a fence
 // was minted for every key); otherwise every node that may hold the token
@@ -85,9 +77,10 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 	if !r.ok || !c.validEnough(until, g.cfg) {
 		return nil, r, c.undo(ctx, g, r, until)
 	}
+	var fence uint64
 	var fences []uint64
 	if g.cfg.fencing {
-		if fences, err = c.mintFences(ctx, g, r, until); err != nil {
+		if fence, fences, err = c.mintFences(ctx, g, r, until); err != nil {
 			c.owe(ctx, g, r)
 			return nil, r, err
 		}
@@ -96,20 +89,15 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 			return nil, r, c.undo(ctx, g, r, until)
 		}
 	}
-	if g.req.choices > 0 {
+	if won := r.won(); won >= 0 {
 		// The nodes that took another choice give it up; the lock is on
 		// the one won.
-		script, args := g.release(c, r.won)
-		c.oweRelease(ctx, script, args, r, g.ttl, r.won)
-		g.key = wire.PermitKey(g.name, r.won)
+		script, args := g.release(c, won)
+		c.oweRelease(ctx, script, args, r, g.ttl, won)
+		g.key = wire.PermitKey(g.name, won)
 	}
 	l := c.newLock(ctx, g, r, until)
-	if fences != nil {
-		l.fence = fences[0]
-		if g.keys != nil {
-			l.fences = fences
-		}
-	}
+	l.fence, l.fences = fence, fences
 	return l, r, nil
 }
 
@@ -162,8 +150,10 @@ func grantStatus(addr string, reply any, err error) (NodeStatus, error) {
 		return NodeRefused, nil
 	}
 	if vs, fenced := reply.([]any); fenced {
-		if _, err := wire.ParseFences(reply, (len(vs)-1)/2); err != nil {
-			return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
+		for k, n := 0, (len(vs)-1)/2; k < n; k++ {
+			if _, err := wire.FenceAt(reply, n, k); err != nil {
+				return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
+			}
 		}
 	}
 	return NodeOK, nil

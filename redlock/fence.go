@@ -30,40 +30,51 @@ func WithFencing() LockOption {
 // refuse a write whose fence is lower than the highest it has accepted.
 func (l *Lock) Fence() uint64 { return l.fence }
 
-// mintFences returns the fence of every key of g's fenced round r, in
-// the order of its keys: for each key, one more than the largest counter
-// among the nodes that granted r by its decision, written back to a
-// quorum (writeBackFence), and it checks their epochs. Equal counters
-// need no tie-break: the fence is a number, not a (number, node) pair,
-// and only the largest counter matters. That is only the first proposal:
-// some of the counters may have been read before an earlier lock's
-// write-back, and the write-back's refusals are what make the fence
-// larger than that lock's. Nodes that granted after the decision are not
-// read. It releases nothing: a caller whose fence failed undoes r.
-func (c *Client) mintFences(ctx context.Context, g *grab, r *round, until time.Time) ([]uint64, error) {
-	keys := g.allKeys()
-	fences := make([]uint64, len(keys))
-	for i, n := range r.nodes {
-		if n.Status != NodeOK {
+// mintFences returns the fence of every key of g's fenced round r: the
+// first key's, and for a multi-key lock every key's in the order of its
+// keys (nil for one key). It releases nothing: a caller whose fence
+// failed undoes r.
+func (c *Client) mintFences(ctx context.Context, g *grab, r *round, until time.Time) (first uint64, all []uint64, err error) {
+	if g.keys == nil {
+		first, err = c.mintFence(ctx, g, r, until, 0)
+		return first, nil, err
+	}
+	all = make([]uint64, len(g.keys))
+	for k := range g.keys {
+		if all[k], err = c.mintFence(ctx, g, r, until, k); err != nil {
+			return 0, nil, err
+		}
+	}
+	return all[0], all, nil
+}
+
+// mintFence returns the fence of key k of g's fenced round r: one more
+// than the largest counter of the key among the nodes that granted r by
+// its decision, written back to a quorum (writeBackFence), and it checks
+// their epochs. Equal counters need no tie-break: the fence is a number,
+// not a (number, node) pair, and only the largest counter matters. That
+// is only the first proposal: some of the counters may have been read
+// before an earlier lock's write-back, and the write-back's refusals are
+// what make the fence larger than that lock's. Nodes that granted after
+// the decision are not read.
+func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Time, k int) (uint64, error) {
+	key, n := g.key, 1
+	if g.keys != nil {
+		key, n = g.keys[k], len(g.keys)
+	}
+	var top uint64
+	for i, node := range r.nodes {
+		if node.Status != NodeOK {
 			continue
 		}
-		fs, err := wire.ParseFences(r.replies[i], len(keys))
+		f, err := wire.FenceAt(r.replies[i], n, k)
 		if err != nil {
 			continue // grantStatus made such a node NodeFailed
 		}
-		for k, f := range fs {
-			fences[k] = max(fences[k], f.Counter)
-			c.seeEpoch(i, keyslot.Slot(keys[k]), f.Epoch)
-		}
+		top = max(top, f.Counter)
+		c.seeEpoch(i, keyslot.Slot(key), f.Epoch)
 	}
-	for k, key := range keys {
-		f, err := c.writeBackFence(ctx, key, fences[k]+1, until, g.ttl, g.cfg.minValidity)
-		if err != nil {
-			return nil, err
-		}
-		fences[k] = f
-	}
-	return fences, nil
+	return c.writeBackFence(ctx, key, top+1, until, g.ttl, g.cfg.minValidity)
 }
 
 // seeEpoch remembers node i's epoch for a hash slot and reports a change.

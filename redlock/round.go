@@ -33,11 +33,24 @@ type request struct {
 	// always sends the command even when the caller's context has ended:
 	// a release must go out whatever the caller's context says.
 	always bool
-	// choices, when above 0, makes the round a choice among that many
-	// (a semaphore's slots): choice reads which one a NodeOK reply took,
-	// and the round is won by a quorum that took the same one.
-	choices int
-	choice  func(reply any) int
+	// choice, when set, makes the round a choice (among a semaphore's
+	// slots): a reply counts toward the quorum of the choice it took.
+	choice *choice
+}
+
+// choice is how a choice round reads its replies: which of n choices a
+// NodeOK reply took. The round is won by a quorum that took the same one.
+type choice struct {
+	n    int
+	read func(reply any) int
+}
+
+// tally is a choice round's count of the replies read before its
+// decision.
+type tally struct {
+	won    int   // the choice with the most, -1 for none yet
+	counts []int // per choice
+	picks  []int // per node, the choice it took (-1: none)
 }
 
 // outcome is one node's reply to a round.
@@ -66,9 +79,7 @@ type round struct {
 	cause    error        // the caller's context error, when it ended the round
 	pending  int          // nodes that had not replied at the decision
 	okCount  int          // replies read before the decision that did what was asked (on a choice round: the most that took one choice)
-	won      int          // a choice round: the choice okCount counts, -1 for none
-	tally    []int        // a choice round: per choice, the replies read before the decision that took it
-	picks    []int        // a choice round: per node, the choice it took by the decision (-1: none)
+	tally    *tally       // a choice round's count; nil on any other
 	badCount int          // replies read before the decision that refused or failed
 	sent     bool         // the command went out (not when ctx had ended before)
 	late     chan int     // the node of every reply lands here; the decided round leaves the late ones
@@ -124,8 +135,8 @@ func (nc *nodeCall) Receive(reply any, err error) {
 func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	r := nc.r
 	nc.out = outcome{i: nc.i, status: status, err: err, choice: -1}
-	if status == NodeOK && r.req.choices > 0 {
-		nc.out.choice = r.req.choice(reply)
+	if status == NodeOK && r.req.choice != nil {
+		nc.out.choice = r.req.choice.read(reply)
 	}
 	if r.req.keep {
 		nc.out.reply = reply
@@ -153,13 +164,23 @@ func (r *round) replied() {
 	r.smu.Unlock()
 }
 
+// won returns the choice with the most replies by the decision of a
+// choice round (a quorum's when the round was won); -1 for none, and on
+// any other round.
+func (r *round) won() int {
+	if r.tally == nil {
+		return -1
+	}
+	return r.tally.won
+}
+
 // pick returns the choice node i took by the decision of a choice round;
 // -1 for none, and on any other round.
 func (r *round) pick(i int) int {
-	if r.picks == nil {
+	if r.tally == nil {
 		return -1
 	}
-	return r.picks[i]
+	return r.tally.picks[i]
 }
 
 // next returns the outcome of the next reply, waiting for it.
@@ -257,10 +278,10 @@ func (c *Client) newRound(req request) *round {
 	if req.keep {
 		r.replies = make([]any, n)
 	}
-	if req.choices > 0 {
-		r.won, r.tally, r.picks = -1, make([]int, req.choices), make([]int, n)
-		for i := range r.picks {
-			r.picks[i] = -1
+	if req.choice != nil {
+		r.tally = &tally{won: -1, counts: make([]int, req.choice.n), picks: make([]int, n)}
+		for i := range r.tally.picks {
+			r.tally.picks[i] = -1
 		}
 	}
 	for i, p := range c.pools {
@@ -343,9 +364,10 @@ func (r *round) take(o outcome) {
 	case r.tally == nil:
 		r.okCount++
 	default:
-		r.picks[o.i] = o.choice
-		if r.tally[o.choice]++; r.tally[o.choice] > r.okCount {
-			r.okCount, r.won = r.tally[o.choice], o.choice
+		t := r.tally
+		t.picks[o.i] = o.choice
+		if t.counts[o.choice]++; t.counts[o.choice] > r.okCount {
+			r.okCount, t.won = t.counts[o.choice], o.choice
 		}
 	}
 }

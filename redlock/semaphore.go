@@ -27,6 +27,7 @@ type Semaphore struct {
 	keys    []any // the slots' and the size's keys, boxed once (wire.SemKeys)
 	err     error // why every call fails: a bad name or number of permits
 	status  func(addr string, reply any, err error) (NodeStatus, error)
+	choice  choice // a round's choice among the slots
 }
 
 // Semaphore returns the semaphore name with permits permits. Nothing is
@@ -44,7 +45,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 		s.err = fmt.Errorf("redlock: semaphore %q: %d permits: a semaphore has from 1 to %d", name, permits, MaxPermits)
 	default:
 		s.keys = wire.SemKeys(name, permits)
-		s.status = s.permitStatus
+		s.status, s.choice = s.permitStatus, choice{n: permits, read: permitSlot}
 	}
 	return s
 }
@@ -124,7 +125,7 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 		return nil, nil, err
 	}
 	g.req = request{script: wire.SemAcquire, args: wire.SemAcquireArgs(s.keys, g.token, ttl.Milliseconds(), prefer),
-		status: s.status, keep: true, gate: true, choices: s.permits, choice: permitSlot}
+		status: s.status, keep: true, gate: true, choice: &s.choice}
 	return s.c.take(ctx, &g)
 }
 
@@ -148,7 +149,7 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 	for failures := 1; ; failures++ {
 		prefer := -1
 		if r != nil {
-			prefer = r.won // the slot most nodes took, if any did
+			prefer = r.won() // the slot most nodes took, if any did
 		}
 		if l, r, err = s.try(ctx, ttl, cfg, prefer); err == nil || asRefusal(err) == nil {
 			return l, refused, err

@@ -156,11 +156,10 @@ type waiter struct {
 	// rounds is the number of its latest script round (numbered from 1
 	// before it is sent); last is the latest round sent; sent those a
 	// later command must not overtake.
-	rounds  int
-	last    *round
-	sent    pending
-	pace    pacing
-	scratch []int // handoffs' list of nodes, reused
+	rounds int
+	last   *round
+	sent   pending
+	pace   pacing
 
 	// mu guards what the notifier writes: the announcements since the
 	// latest round began. Lock order: notifier.mu, then waiter.mu; nothing
@@ -341,7 +340,8 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 	for i, p := range c.pools {
 		info.Nodes[i].Addr = p.Addr()
 	}
-	for _, i := range w.grantedNodes() {
+	var buf [inlineNodes]int
+	for _, i := range w.grantedNodes(buf[:0]) {
 		if c.countsNow(i) {
 			info.Nodes[i].Status = NodeOK
 		}
@@ -550,22 +550,21 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
-// grantedNodes returns the nodes that handed the key to w after its
-// latest round ran there, in a slice w reuses.
-func (w *waiter) grantedNodes() []int {
+// grantedNodes appends to dst the nodes that handed the key to w after
+// its latest round ran there.
+func (w *waiter) grantedNodes(dst []int) []int {
 	k := w.rounds
-	w.scratch = w.scratch[:0]
 	if w.token == "" || k == 0 || w.last == nil {
-		return w.scratch
+		return dst
 	}
 	w.mu.Lock()
 	for i, r := range w.granted {
 		if r == k {
-			w.scratch = append(w.scratch, i)
+			dst = append(dst, i)
 		}
 	}
 	w.mu.Unlock()
-	return w.scratch
+	return dst
 }
 
 // handoffs returns how many nodes that count (restart safety) handed the
@@ -576,7 +575,8 @@ func (w *waiter) grantedNodes() []int {
 // heads its queue: that tells w nothing new). Restart safety is asked
 // outside w.mu.
 func (w *waiter) handoffs() (n, others int, start time.Time) {
-	nodes := w.grantedNodes()
+	var buf [inlineNodes]int // room for a round's nodes without allocating
+	nodes := w.grantedNodes(buf[:0])
 	if len(nodes) == 0 {
 		return 0, 0, time.Time{}
 	}

@@ -66,27 +66,37 @@ type Fence struct {
 // ParseFences reads a fenced grant of n keys: {1, counter1, epoch1, ...,
 // countern, epochn}.
 func ParseFences(reply any, n int) ([]Fence, error) {
-	vs, ok := reply.([]any)
-	if !ok || len(vs) != 1+2*n {
-		return nil, fmt.Errorf("unexpected reply %v", reply)
-	}
-	if code, ok := vs[0].(int64); !ok || code != CodeAcquired {
-		return nil, fmt.Errorf("unexpected reply %v", reply)
-	}
 	out := make([]Fence, n)
-	for i := range out {
-		cs, ok1 := String(vs[1+2*i])
-		es, ok2 := String(vs[2+2*i])
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("unexpected reply %v", reply)
-		}
-		c, err := strconv.ParseUint(cs, 10, 64)
+	for k := range out {
+		f, err := FenceAt(reply, n, k)
 		if err != nil {
-			return nil, fmt.Errorf("fence counter %q: %w", cs, err)
+			return nil, err
 		}
-		out[i] = Fence{Counter: c, Epoch: es}
+		out[k] = f
 	}
 	return out, nil
+}
+
+// FenceAt reads key k's counter and epoch (from 0) in a fenced grant of n
+// keys, without allocating; ParseFences reads them all.
+func FenceAt(reply any, n, k int) (Fence, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 1+2*n || k < 0 || k >= n {
+		return Fence{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	if code, ok := vs[0].(int64); !ok || code != CodeAcquired {
+		return Fence{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	cs, ok1 := String(vs[1+2*k])
+	es, ok2 := String(vs[2+2*k])
+	if !ok1 || !ok2 {
+		return Fence{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	c, err := strconv.ParseUint(cs, 10, 64)
+	if err != nil {
+		return Fence{}, fmt.Errorf("fence counter %q: %w", cs, err)
+	}
+	return Fence{Counter: c, Epoch: es}, nil
 }
 
 // ParseFenceRefusal reads a fence write-back's refusal {0, counter}: the
