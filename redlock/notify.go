@@ -252,7 +252,7 @@ func (n *notifier) sync(s *subNode, chans []string) {
 			s.subscribed[ch] = true
 			s.pending[ch]++
 			if s.unacked.IsZero() {
-				s.unacked = time.Now()
+				s.unacked = n.c.cfg.clock.Now()
 			}
 			sub = append(sub, ch)
 		default:
@@ -288,10 +288,11 @@ type subConn struct {
 // that such a node is not dialled in a loop.
 func (n *notifier) run(s *subNode) {
 	defer n.c.bg.end()
+	clk := n.c.cfg.clock
 	backoff := redialMin
 	for {
 		sc := &subConn{ended: make(chan error, 1)}
-		sc.last.Store(time.Now().UnixNano())
+		sc.last.Store(clk.Now().UnixNano())
 		conn, err := s.sub.DialPubSub(n.ctx, func(ev pool.PubSubEvent) { n.event(s, sc, ev) })
 		if err == nil {
 			sc.PubSubConn = conn
@@ -300,7 +301,7 @@ func (n *notifier) run(s *subNode) {
 				<-sc.ended
 				return
 			}
-			since := time.Now()
+			since := clk.Now()
 			err = <-sc.ended
 			n.disconnected(s, sc)
 			var ne *pool.NodeError
@@ -312,14 +313,14 @@ func (n *notifier) run(s *subNode) {
 			if n.ctx.Err() != nil {
 				return
 			}
-			if sc.heard.Load() && time.Since(since) >= pubsubPing {
+			if sc.heard.Load() && clk.Since(since) >= pubsubPing {
 				backoff = redialMin
 				continue
 			}
 		}
-		t := time.NewTimer(backoff)
+		t := clk.NewTimer(backoff)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-n.ctx.Done():
 			t.Stop()
 			return
@@ -345,7 +346,7 @@ func (n *notifier) connected(s *subNode, sc *subConn) bool {
 		s.pending[ch]++
 	}
 	if len(chans) > 0 {
-		s.unacked = time.Now()
+		s.unacked = n.c.cfg.clock.Now()
 	}
 	n.mu.Unlock()
 	s.conn = sc
@@ -384,7 +385,7 @@ func (n *notifier) event(s *subNode, sc *subConn, ev pool.PubSubEvent) {
 		return
 	}
 	sc.heard.Store(true)
-	sc.last.Store(time.Now().UnixNano())
+	sc.last.Store(n.c.cfg.clock.Now().UnixNano())
 	switch ev.Kind {
 	case pool.PubSubMessage:
 		n.announce(s.i, ev.Channel, ev.Data)
@@ -406,7 +407,7 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	} else {
 		// The others were sent after this one: now is a late bound for
 		// the oldest of them.
-		s.unacked = time.Now()
+		s.unacked = n.c.cfg.clock.Now()
 	}
 	kw, ok := n.byChan[ch]
 	if !ok || !s.subscribed[ch] || kw.acks[s.i] == bothAcked {
@@ -458,11 +459,13 @@ func (n *notifier) poke() {
 // pinger keeps the connections talking, so that a dead one is noticed.
 func (n *notifier) pinger() {
 	defer n.c.bg.end()
-	t := time.NewTicker(pubsubPing)
+	clk := n.c.cfg.clock
+	t := clk.NewTimer(pubsubPing)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
+			t.Reset(pubsubPing) // a ticker: the next ping is due a period after this one
 		case <-n.ctx.Done():
 			return
 		}
@@ -472,10 +475,10 @@ func (n *notifier) pinger() {
 			}
 			s.wmu.Lock()
 			n.mu.Lock()
-			stuck := !s.unacked.IsZero() && time.Since(s.unacked) >= pubsubDead
+			stuck := !s.unacked.IsZero() && clk.Since(s.unacked) >= pubsubDead
 			n.mu.Unlock()
 			if c := s.conn; c != nil {
-				if stuck || time.Since(time.Unix(0, c.last.Load())) >= pubsubDead {
+				if stuck || clk.Since(time.Unix(0, c.last.Load())) >= pubsubDead {
 					// A SUBSCRIBE left unanswered, or nothing read for
 					// pubsubDead: the connection ends, and run dials again
 					// after the back-off.
