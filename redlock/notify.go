@@ -296,12 +296,12 @@ func (n *notifier) run(s *subNode) {
 		conn, err := s.sub.DialPubSub(n.ctx, func(ev pool.PubSubEvent) { n.event(s, sc, ev) })
 		if err == nil {
 			sc.PubSubConn = conn
+			since := clk.Now() // before SUBSCRIBE: its answer comes after
 			if !n.connected(s, sc) {
 				conn.Close()
 				<-sc.ended
 				return
 			}
-			since := clk.Now()
 			err = <-sc.ended
 			n.disconnected(s, sc)
 			var ne *pool.NodeError
