@@ -380,11 +380,18 @@ func newFakeClient(t *testing.T, n int, opts ...Option) (*Client, []*testNode, *
 // newClientOn is newFakeClient on the given nodes.
 func newClientOn(t *testing.T, nodes []*testNode, opts ...Option) (*Client, *clock.Fake) {
 	t.Helper()
+	return newClientWith(t, poolsOf(nodes), nodes, opts...)
+}
+
+// newClientWith is newClientOn on pools that stand for nodes (the nodes
+// themselves, or wrappers of them).
+func newClientWith(t *testing.T, pools []pool.Pool, nodes []*testNode, opts ...Option) (*Client, *clock.Fake) {
+	t.Helper()
 	clk := clock.NewFake(epoch)
 	// Restart safety is off unless a test turns it on: its check would
 	// wait at the gates of held nodes.
 	opts = append([]Option{WithClock(clk), WithNodeTimeout(time.Minute), WithRestartSafety(0)}, opts...)
-	c, err := New(poolsOf(nodes), opts...)
+	c, err := New(pools, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, n := range nodes {

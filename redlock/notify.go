@@ -275,7 +275,7 @@ func (n *notifier) sync(s *subNode, chans []string) {
 			s.subscribed[ch] = true
 			s.pending[ch]++
 			if s.unacked.IsZero() {
-				s.unacked = time.Now()
+				s.unacked = n.c.cfg.clock.Now()
 			}
 			sub = append(sub, ch)
 		default:
@@ -310,19 +310,20 @@ type subConn struct {
 // acknowledges SUBSCRIBE and closes), waits for the back-off first, so
 // that such a node is not dialled in a loop.
 func (n *notifier) run(s *subNode) {
+	clk := n.c.cfg.clock
 	backoff := redialMin
 	for {
 		sc := &subConn{ended: make(chan error, 1)}
-		sc.last.Store(time.Now().UnixNano())
+		sc.last.Store(clk.Now().UnixNano())
 		conn, err := s.sub.DialPubSub(n.ctx, func(ev pool.PubSubEvent) { n.event(s, sc, ev) })
 		if err == nil {
 			sc.PubSubConn = conn
+			since := clk.Now() // before SUBSCRIBE: its answer comes after
 			if !n.connected(s, sc) {
 				conn.Close()
 				<-sc.ended
 				return
 			}
-			since := time.Now()
 			err = <-sc.ended
 			n.disconnected(s, sc)
 			var ne *pool.NodeError
@@ -334,14 +335,14 @@ func (n *notifier) run(s *subNode) {
 			if n.ctx.Err() != nil {
 				return
 			}
-			if sc.heard.Load() && time.Since(since) >= pubsubPing {
+			if sc.heard.Load() && clk.Since(since) >= pubsubPing {
 				backoff = redialMin
 				continue
 			}
 		}
-		t := time.NewTimer(backoff)
+		t := clk.NewTimer(backoff)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-n.ctx.Done():
 			t.Stop()
 			return
@@ -367,7 +368,7 @@ func (n *notifier) connected(s *subNode, sc *subConn) bool {
 		s.pending[ch]++
 	}
 	if len(chans) > 0 {
-		s.unacked = time.Now()
+		s.unacked = n.c.cfg.clock.Now()
 	}
 	n.mu.Unlock()
 	s.conn = sc
@@ -406,7 +407,7 @@ func (n *notifier) event(s *subNode, sc *subConn, ev pool.PubSubEvent) {
 		return
 	}
 	sc.heard.Store(true)
-	sc.last.Store(time.Now().UnixNano())
+	sc.last.Store(n.c.cfg.clock.Now().UnixNano())
 	switch ev.Kind {
 	case pool.PubSubMessage:
 		n.announce(s.i, ev.Channel, ev.Data)
@@ -428,7 +429,7 @@ func (n *notifier) confirm(s *subNode, ch string) {
 	} else {
 		// The others were sent after this one: now is a late bound for
 		// the oldest of them.
-		s.unacked = time.Now()
+		s.unacked = n.c.cfg.clock.Now()
 	}
 	kw, ok := n.byChan[ch]
 	if !ok || !s.subscribed[ch] || kw.acks[s.i] == bothAcked {
@@ -481,11 +482,13 @@ func (n *notifier) poke() {
 
 // pinger keeps the connections talking, so that a dead one is noticed.
 func (n *notifier) pinger() {
-	t := time.NewTicker(pubsubPing)
+	clk := n.c.cfg.clock
+	t := clk.NewTimer(pubsubPing)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
+			t.Reset(pubsubPing) // a ticker: the next ping is due a period after this one
 		case <-n.ctx.Done():
 			return
 		}
@@ -495,10 +498,10 @@ func (n *notifier) pinger() {
 			}
 			s.wmu.Lock()
 			n.mu.Lock()
-			stuck := !s.unacked.IsZero() && time.Since(s.unacked) >= pubsubDead
+			stuck := !s.unacked.IsZero() && clk.Since(s.unacked) >= pubsubDead
 			n.mu.Unlock()
 			if c := s.conn; c != nil {
-				if stuck || time.Since(time.Unix(0, c.last.Load())) >= pubsubDead {
+				if stuck || clk.Since(time.Unix(0, c.last.Load())) >= pubsubDead {
 					// A SUBSCRIBE left unanswered, or nothing read for
 					// pubsubDead: the connection ends, and run dials again
 					// after the back-off.

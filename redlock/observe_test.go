@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -192,8 +193,21 @@ func TestWithLogger_warnsOfAFailedNodeWithoutItsToken(t *testing.T) {
 	var logs syncBuffer
 	c, nodes, _ := newFakeClient(t, 3, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	nodes[1].failWith(errors.New("read tcp 127.0.0.1:40000->a:2: connection reset by peer"))
-	l, err := c.TryLock(context.Background(), "k", time.Minute)
-	require.NoError(t, err)
+	// Node 2 answers after node 1 failed, so that the round is decided
+	// with the failure read (a failure read after the decision is not
+	// logged).
+	open := nodes[2].hold()
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.TryLock(context.Background(), "k", time.Minute)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	require.Eventually(t, func() bool { return nodes[1].count(callSet) == 1 && nodes[2].parkedCount() == 1 },
+		5*time.Second, time.Millisecond)
+	open()
+	l := <-got
+	require.NotNil(t, l)
 	out := logs.String()
 	require.Contains(t, out, "node failed")
 	require.Contains(t, out, "connection reset by peer")
