@@ -136,3 +136,41 @@ type discard struct{}
 
 func (discard) Round(*redlock.RoundInfo) {}
 func (discard) Event(redlock.Event)      {}
+
+// BenchmarkSemaphore compares an uncontended permit (TryAcquire+Unlock)
+// with an uncontended lock (TryLock+Unlock) on the same nodes, for a few
+// sizes: the permit's script looks at the slots on each node.
+//
+//	go test -run '^$' -bench Semaphore -benchmem ./tests/
+func BenchmarkSemaphore(b *testing.B) {
+	cluster := redistest.StartT(b, 5)
+	c := benchClient(b, "pipelined", cluster.Addrs())
+	ctx := context.Background()
+	b.Run("mutex", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			l, err := c.TryLock(ctx, "bench:sem-mutex", 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, permits := range []int{1, 8, 64} {
+		s := c.Semaphore(fmt.Sprintf("bench:sem-%d", permits), permits)
+		b.Run(fmt.Sprintf("permits-%d", permits), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				l, err := s.TryAcquire(ctx, 10*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -231,8 +231,11 @@ type Permit struct {
 	Size int64 // CodeSize: the semaphore's size on the node
 }
 
-// ParsePermit reads {1, slot}, {0, pttl} or {3, size}.
+// ParsePermit reads slot + 1 (a grant), {0, pttl} or {3, size}.
 func ParsePermit(reply any) (Permit, bool) {
+	if n, ok := reply.(int64); ok {
+		return Permit{Code: CodeAcquired, Slot: int(n - 1)}, n >= 1
+	}
 	vs, ok := reply.([]any)
 	if !ok || len(vs) != 2 {
 		return Permit{}, false
@@ -242,9 +245,6 @@ func ParsePermit(reply any) (Permit, bool) {
 		return Permit{}, false
 	}
 	switch code {
-	case CodeAcquired:
-		slot, ok := vs[1].(int64)
-		return Permit{Code: code, Slot: int(slot)}, ok && slot >= 0
 	case CodeHeld:
 		pttl, ok := vs[1].(int64)
 		return Permit{Code: code, PTTL: pttl}, ok

@@ -8,9 +8,10 @@ local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the TTL in ms
 local prefer = tonumber(ARGV[3]) -- a slot (from 0) to try first, -1 for none
 
--- Returns {1, slot} when a slot was taken, slot from 0; {0, pttl} when
--- every slot is held, pttl the least ms one of them has left (-1: a slot
--- without TTL); {3, size} when the semaphore has another size here.
+-- Returns slot + 1 when a slot was taken (slot from 0; an integer, the
+-- cheapest reply); {0, pttl} when every slot is held, pttl the least ms
+-- one of them has left (-1: a slot without TTL); {3, size} when the
+-- semaphore has another size here.
 local size = redis.call("GET", permitsKey)
 if not size then
 	redis.call("SET", permitsKey, n)
@@ -19,7 +20,7 @@ elseif tonumber(size) ~= n then
 end
 local function take(i)
 	if redis.call("SET", KEYS[i], token, "NX", "PX", ttl) then
-		return {1, i - 1}
+		return i
 	end
 	return nil
 end
