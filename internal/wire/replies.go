@@ -222,7 +222,6 @@ func ParseAnnouncement(msg string) Announcement {
 	return a
 }
 
-
 // Permit is one node's answer to the semaphore acquisition.
 type Permit struct {
 	Code int64 // CodeAcquired, CodeHeld, or CodeSize
