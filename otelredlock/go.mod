@@ -3,7 +3,7 @@ module github.com/quorumlock/redlock/otelredlock
 go 1.25.0
 
 require (
-	github.com/quorumlock/redlock v0.0.0
+	github.com/quorumlock/redlock v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.43.0
 	go.opentelemetry.io/otel/metric v1.43.0
@@ -24,5 +24,3 @@ require (
 	golang.org/x/sync v0.12.0 // indirect
 	golang.org/x/sys v0.42.0 // indirect
 )
-
-replace github.com/quorumlock/redlock => ../
