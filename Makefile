@@ -8,7 +8,7 @@ MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || 
 # staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt vet lint bench
+.PHONY: test fmt vet lint bench check-modules
 
 test: fmt vet lint
 	@for m in $(MODULES); do \
@@ -28,6 +28,13 @@ lint:
 
 bench:
 	$(GO) run ./cmd/redlock-bench
+
+# Builds and vets each nested module outside the workspace (GOWORK=off),
+# against the versions of the core (and of the other nested modules) that
+# its go.mod states, served from a module proxy in a temporary directory
+# (docs/releasing.md). It writes nothing in the repository.
+check-modules:
+	GO=$(GO) $(GO) run ./internal/modcheck
 
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by
