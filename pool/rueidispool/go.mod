@@ -4,7 +4,7 @@ go 1.23.0
 
 require (
 	github.com/quorumlock/redlock v0.1.0
-	github.com/redis/rueidis v1.0.69
+	github.com/redis/rueidis v1.0.61
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
