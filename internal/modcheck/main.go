@@ -18,7 +18,16 @@
 // A build or vet that fails, or a go.mod that the build had to change
 // (a requirement missing from it), fails the check.
 //
-// Run it from the repository: go run ./internal/modcheck [-keep] [-v].
+// With -test it also runs the modules' tests (go test -race, with
+// REDLOCK_REQUIRE_REDIS=1): at the versions the go.mod files state, the
+// lowest that the modules claim to work with. With -latest it first moves
+// the modules that require the given modules to those modules' newest
+// versions (go get <module>@<newest>), to test them there too.
+//
+// Run it from the repository:
+//
+//	go run ./internal/modcheck [-keep] [-v] [-modules dir,...] [-test] [-latest module,...]
+//
 // It runs the go command named by $GO, or "go".
 package main
 
@@ -44,6 +53,9 @@ import (
 var (
 	keep    = flag.Bool("keep", false, "keep the temporary directory and print its path")
 	verbose = flag.Bool("v", false, "print the go commands' output even when they succeed")
+	only    = flag.String("modules", "", "comma-separated directories of the nested modules to check (default: all)")
+	tests   = flag.Bool("test", false, "run the modules' tests too (go test -race -count=1 ./...)")
+	latest  = flag.String("latest", "", "comma-separated module paths to move to their newest versions first, in the modules that require them")
 )
 
 // goCmd is the go command modcheck runs.
@@ -197,28 +209,62 @@ func run() error {
 		"GOFLAGS="+strings.TrimSpace(strings.TrimSpace(goflags)+" -mod=mod -modcacherw -trimpath"),
 	)
 
+	// The newest versions, asked of the usual proxy: the module cache's
+	// download directory lists only the versions it holds.
+	newest := map[string]string{}
+	for _, p := range split(*latest) {
+		out, err := output(tmp, append(os.Environ(), "GOWORK=off"), goCmd, "list", "-m", "-f", "{{.Version}}", p+"@latest")
+		if err != nil {
+			return err
+		}
+		newest[p] = strings.TrimSpace(out)
+	}
+	selected := map[string]bool{}
+	for _, d := range split(*only) {
+		selected[path.Clean(d)] = true
+	}
+
 	var failed []string
+	found := map[string]bool{}
 	for _, m := range mods {
-		if m.Dir == "." {
+		if m.Dir == "." || len(selected) > 0 && !selected[m.Dir] {
 			continue
 		}
+		found[m.Dir] = true
 		dir := filepath.Join(tmp, "work", filepath.FromSlash(m.Dir))
 		src := worktreeSource(root, m, files)
 		if err := copyFiles(dir, src.files); err != nil {
 			return err
 		}
+		var steps [][]string
+		gm, err := parseGoMod(tmp, src.files["go.mod"])
+		if err != nil {
+			return err
+		}
+		var moved []string
+		for _, r := range gm.Require {
+			if v, ok := newest[r.Path]; ok {
+				steps = append(steps, []string{"get", r.Path + "@" + v})
+				moved = append(moved, r.Path+"@"+v)
+			}
+		}
+		steps = append(steps, []string{"build", "./..."}, []string{"vet", "./..."})
+		if *tests {
+			steps = append(steps, []string{"test", "-race", "-count=1", "-timeout=10m", "./..."})
+		}
 		ok := true
-		for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
-			out, err := output(dir, env, goCmd, args...)
-			if err != nil || *verbose {
-				fmt.Printf("== %s: go %s\n%s", m.Dir, strings.Join(args, " "), out)
+		for _, args := range steps {
+			t0 := time.Now()
+			out, err := output(dir, append(env, "REDLOCK_REQUIRE_REDIS=1"), goCmd, args...)
+			if err != nil || *verbose || args[0] == "test" {
+				fmt.Printf("== %s: go %s (%s)\n%s", m.Dir, strings.Join(args, " "), time.Since(t0).Round(100*time.Millisecond), out)
 			}
 			if err != nil {
 				ok = false
 				break
 			}
 		}
-		if ok {
+		if ok && len(moved) == 0 {
 			after, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 			if err != nil {
 				return err
@@ -228,18 +274,41 @@ func run() error {
 				ok = false
 			}
 		}
+		what := "go build, go vet"
+		if *tests {
+			what += ", go test -race"
+		}
+		if len(moved) > 0 {
+			what += "; with " + strings.Join(moved, ", ")
+		}
 		if ok {
-			fmt.Printf("modcheck: ok   %s (go build, go vet; GOWORK=off)\n", m.Path)
+			fmt.Printf("modcheck: ok   %s (%s; GOWORK=off)\n", m.Path, what)
 		} else {
 			fmt.Printf("modcheck: FAIL %s\n", m.Path)
 			failed = append(failed, m.Path)
 		}
 	}
+	for d := range selected {
+		if !found[d] {
+			failed = append(failed, d+" (no such nested module)")
+		}
+	}
 	fmt.Printf("modcheck: %s\n", time.Since(start).Round(100*time.Millisecond))
 	if len(failed) > 0 {
-		return fmt.Errorf("these modules do not build against the versions their go.mod states: %s", strings.Join(failed, ", "))
+		return fmt.Errorf("these modules failed against the versions stated: %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// split splits a comma-separated list, dropping empty elements.
+func split(list string) []string {
+	var out []string
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // src is the content of one module at one version: its files by path
