@@ -36,11 +36,12 @@ bench:
 check-modules:
 	GO=$(GO) $(GO) run ./internal/modcheck
 
-# The adapters' tests outside the workspace, at the client versions their
-# go.mod states (the lowest they claim to work with: in the workspace the
-# benchmark's newer requirements win), and at the clients' newest.
-ADAPTERS := pool/goredis,pool/rueidispool
-ADAPTER_CLIENTS := github.com/redis/go-redis/v9,github.com/redis/rueidis
+# The tests of the adapters and of otelredlock outside the workspace, at
+# the client versions their go.mod states (the lowest they claim to work
+# with: in the workspace the benchmark's newer requirements win), and at
+# the clients' newest.
+ADAPTERS := pool/goredis,pool/rueidispool,otelredlock
+ADAPTER_CLIENTS := github.com/redis/go-redis/v9,github.com/redis/rueidis,go.opentelemetry.io/otel,go.opentelemetry.io/otel/metric,go.opentelemetry.io/otel/sdk/metric
 test-adapters-minimum:
 	GO=$(GO) $(GO) run ./internal/modcheck -modules $(ADAPTERS) -test
 test-adapters-newest:
