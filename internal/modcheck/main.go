@@ -244,9 +244,11 @@ func run() error {
 		var moved []string
 		for _, r := range gm.Require {
 			if v, ok := newest[r.Path]; ok {
-				steps = append(steps, []string{"get", r.Path + "@" + v})
 				moved = append(moved, r.Path+"@"+v)
 			}
+		}
+		if len(moved) > 0 {
+			steps = append(steps, append([]string{"get"}, moved...)) // at once: they may require each other
 		}
 		steps = append(steps, []string{"build", "./..."}, []string{"vet", "./..."})
 		if *tests {
