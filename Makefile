@@ -8,7 +8,7 @@ MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || 
 # staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt vet lint bench
+.PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest
 
 test: fmt vet lint
 	@for m in $(MODULES); do \
@@ -28,6 +28,24 @@ lint:
 
 bench:
 	$(GO) run ./cmd/redlock-bench
+
+# Builds and vets each nested module outside the workspace (GOWORK=off),
+# against the versions of the core (and of the other nested modules) that
+# its go.mod states, served from a module proxy in a temporary directory
+# (docs/releasing.md). It writes nothing in the repository.
+check-modules:
+	GO=$(GO) $(GO) run ./internal/modcheck
+
+# The tests of the adapters and of otelredlock outside the workspace, at
+# the client versions their go.mod states (the lowest they claim to work
+# with: in the workspace the benchmark's newer requirements win), and at
+# the clients' newest.
+ADAPTERS := pool/goredis,pool/rueidispool,otelredlock
+ADAPTER_CLIENTS := github.com/redis/go-redis/v9,github.com/redis/rueidis,go.opentelemetry.io/otel,go.opentelemetry.io/otel/metric,go.opentelemetry.io/otel/sdk/metric
+test-adapters-minimum:
+	GO=$(GO) $(GO) run ./internal/modcheck -modules $(ADAPTERS) -test
+test-adapters-newest:
+	GO=$(GO) $(GO) run ./internal/modcheck -modules $(ADAPTERS) -test -latest $(ADAPTER_CLIENTS)
 
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by

@@ -6,9 +6,9 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gomodule/redigo v1.9.3
-	github.com/quorumlock/redlock v0.0.0
-	github.com/quorumlock/redlock/pool/goredis v0.0.0
-	github.com/quorumlock/redlock/pool/rueidispool v0.0.0
+	github.com/quorumlock/redlock v0.1.0
+	github.com/quorumlock/redlock/pool/goredis v0.1.0
+	github.com/quorumlock/redlock/pool/rueidispool v0.1.0
 	github.com/redis/go-redis/v9 v9.18.0
 	github.com/redis/rueidis v1.0.69
 	github.com/schollz/progressbar/v3 v3.18.0
@@ -39,10 +39,4 @@ require (
 	golang.org/x/image v0.24.0 // indirect
 	golang.org/x/sys v0.31.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
-)
-
-replace (
-	github.com/quorumlock/redlock => ../..
-	github.com/quorumlock/redlock/pool/goredis => ../../pool/goredis
-	github.com/quorumlock/redlock/pool/rueidispool => ../../pool/rueidispool
 )

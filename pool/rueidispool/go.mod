@@ -3,8 +3,8 @@ module github.com/quorumlock/redlock/pool/rueidispool
 go 1.23.0
 
 require (
-	github.com/quorumlock/redlock v0.0.0
-	github.com/redis/rueidis v1.0.69
+	github.com/quorumlock/redlock v0.1.0
+	github.com/redis/rueidis v1.0.61
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -16,5 +16,3 @@ require (
 	golang.org/x/sync v0.11.0 // indirect
 	golang.org/x/sys v0.31.0 // indirect
 )
-
-replace github.com/quorumlock/redlock => ../..

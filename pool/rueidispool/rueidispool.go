@@ -33,7 +33,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -145,7 +144,7 @@ func (p *rueidisPool) Eval(ctx context.Context, s *pool.Script, keysAndArgs ...a
 // oneSlot reports whether keys share a Redis Cluster hash slot.
 func oneSlot(keys []string) bool {
 	for _, k := range keys[min(1, len(keys)):] {
-		if keyslot.Slot(k) != keyslot.Slot(keys[0]) {
+		if slot(k) != slot(keys[0]) {
 			return false
 		}
 	}
