@@ -306,11 +306,11 @@ func (r *round) sendAll(ctx context.Context) {
 		if r.req.after.on(i) {
 			go func() {
 				r.req.after.await()
-				r.send(i, true)
+				r.send(i, sendAfterWait)
 			}()
 			continue
 		}
-		r.send(i, false)
+		r.send(i, sendNow)
 	}
 }
 
@@ -383,9 +383,20 @@ func (r *round) timedOut() {
 	}
 }
 
+// sendTime says when a round's command goes to a node: at once, or after
+// the earlier rounds it must not overtake settled there (in a goroutine
+// of its own, with a fresh node timeout).
+type sendTime bool
+
+const (
+	sendNow       sendTime = false
+	sendAfterWait sendTime = true
+)
+
 // send sends the round's command to node i. A command that waited for an
 // earlier round gets a fresh node timeout.
-func (r *round) send(i int, waited bool) {
+func (r *round) send(i int, when sendTime) {
+	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
 	if s, ok := p.(starter); ok {
 		if r.req.script != nil {
