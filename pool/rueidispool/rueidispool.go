@@ -15,7 +15,10 @@
 // the client (Client.Dedicate). The pool implements pool.Subscriber; it
 // does not implement pool.Reconnector (rueidis tells no one when it dials),
 // so restart safety checks a node's process at first use and after
-// failures rather than on each new connection. Its Close (not part of
+// failures rather than on each new connection. After a node restarts,
+// the first command on each of the client's pipelined connections to it
+// may fail once (EOF): a round counts that node as failed, and its next
+// command dials again. Its Close (not part of
 // pool.Pool: reach it through io.Closer) does not close the client: it
 // stays the caller's.
 package rueidispool
