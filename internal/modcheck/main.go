@@ -18,7 +18,8 @@
 // A build or vet that fails, or a go.mod that the build had to change
 // (a requirement missing from it), fails the check.
 //
-// With -test it also runs the modules' tests (go test -race, with
+// With -test it also runs the modules' tests (go test, without -race,
+// which make test adds in the workspace; with
 // REDLOCK_REQUIRE_REDIS=1): at the versions the go.mod files state, the
 // lowest that the modules claim to work with. With -latest it first moves
 // the modules that require the given modules to those modules' newest
@@ -54,7 +55,7 @@ var (
 	keep    = flag.Bool("keep", false, "keep the temporary directory and print its path")
 	verbose = flag.Bool("v", false, "print the go commands' output even when they succeed")
 	only    = flag.String("modules", "", "comma-separated directories of the nested modules to check (default: all)")
-	tests   = flag.Bool("test", false, "run the modules' tests too (go test -race -count=1 ./...)")
+	tests   = flag.Bool("test", false, "run the modules' tests too (go test -count=1 ./...; make test runs them with -race in the workspace)")
 	latest  = flag.String("latest", "", "comma-separated module paths to move to their newest versions first, in the modules that require them")
 )
 
@@ -252,7 +253,7 @@ func run() error {
 		}
 		steps = append(steps, []string{"build", "./..."}, []string{"vet", "./..."})
 		if *tests {
-			steps = append(steps, []string{"test", "-race", "-count=1", "-timeout=10m", "./..."})
+			steps = append(steps, []string{"test", "-count=1", "-timeout=10m", "./..."})
 		}
 		ok := true
 		for _, args := range steps {
@@ -278,7 +279,7 @@ func run() error {
 		}
 		what := "go build, go vet"
 		if *tests {
-			what += ", go test -race"
+			what += ", go test"
 		}
 		if len(moved) > 0 {
 			what += "; with " + strings.Join(moved, ", ")
