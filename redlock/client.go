@@ -263,7 +263,7 @@ func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wir
 // newLock returns the handle of the lock g's round r (or the hand-offs
 // that followed it) acquired, valid until until.
 func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time) *Lock {
-	l := &Lock{c: c, key: g.key, keys: g.keys, sem: g.sem, token: g.token, until: until, since: r.start,
+	l := &Lock{c: c, key: g.key, keys: g.keys, sem: g.sem, rw: g.rw, token: g.token, until: until, since: r.start,
 		acquired: r.start, parent: ctx, ttl: g.ttl, margin: g.cfg.margin, plainArgs: r.keyToken()}
 	l.after.add(r)
 	// The lock's context and automatic extension (context.go,

@@ -31,6 +31,7 @@ type grab struct {
 	req   request // what every node is sent, and how its reply is read
 	kind  grabKind
 	sem   *Semaphore // kindSemaphore: the semaphore
+	rw    *RWLock    // kindRW: the read-write lock
 }
 
 // grabKind is the kind of lock a grab takes: it says how a failed round
@@ -41,6 +42,7 @@ const (
 	kindMutex     grabKind = iota // one key: TryLock, Lock
 	kindMulti                     // several keys at once: the *Multi calls
 	kindSemaphore                 // one of a semaphore's permit slots
+	kindRW                        // a read-write lock's reader or writer
 )
 
 // release returns the script and arguments that give g's token up on a
@@ -52,6 +54,8 @@ func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 	switch {
 	case g.kind == kindSemaphore:
 		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.token, keep)
+	case g.kind == kindRW:
+		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token)
 	case g.kind == kindMulti:
 		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
 	case g.req.script == nil:

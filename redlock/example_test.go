@@ -248,3 +248,19 @@ func ExampleSemaphore_Acquire() {
 	defer permit.Unlock(context.Background())
 	fmt.Println("holding a permit until", permit.Until())
 }
+
+func ExampleRWLock_RDo() {
+	var client *redlock.Client // built as in the package example
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	doc := client.RWLock("doc:42")
+	// Readers share the document; a writer (doc.Do) has it alone.
+	err := doc.RDo(ctx, 10*time.Second, func(ctx context.Context) error {
+		fmt.Println("reading")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -36,6 +36,9 @@ type Lock struct {
 	// sem is the semaphore of a permit (its key is the permit's slot);
 	// nil for any other lock.
 	sem *Semaphore
+	// rw is the read-write lock of a reader's or writer's hold (its key is
+	// the readers' or the writer's key); nil for any other lock.
+	rw *RWLock
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
@@ -123,8 +126,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ms := ttl.Milliseconds()
 	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms), status: doneStatus, after: l.after}
-	if l.keys != nil {
+	switch {
+	case l.keys != nil:
 		req.script, req.args = wire.MultiExtend, wire.MultiExtendArgs(l.keys, l.token, ms)
+	case l.rw != nil:
+		req.script, req.args = wire.RWExtend, wire.RWExtendArgs(&l.rw.keys, l.token, ms)
 	}
 	r, err := l.c.run(ctx, req)
 	if err != nil {
@@ -243,6 +249,8 @@ func (l *Lock) releaseRequest() request {
 	switch {
 	case l.sem != nil:
 		req.script, req.args = wire.SemRelease, wire.SemReleaseArgs(l.sem.name, l.sem.keys, l.token, -1)
+	case l.rw != nil:
+		req.script, req.args = wire.RWRelease, wire.RWReleaseArgs(l.rw.name, &l.rw.keys, l.token)
 	case l.keys != nil:
 		req.script, req.args = wire.MultiRelease, wire.MultiReleaseArgs(l.keys, l.token)
 	case l.queueID != "" || l.c.notify.subscribed(l.key):

@@ -189,3 +189,29 @@ func SemReleaseArgs(name string, keys []any, token string, keep int) []any {
 	args = append(args, keys[1:1+slots]...)
 	return append(args, token, ReleaseChannel(name), keep)
 }
+
+// RWReadArgs are a reader's keys and arguments: token joins the readers
+// of the lock whose keys are keys (RWKeys) for ms.
+func RWReadArgs(keys *[4]string, token string, ms int64) []any {
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ms}
+}
+
+// RWWriteArgs are a writer's keys and arguments: token takes the lock for
+// ms; a refused waiting writer (waiter, its id, not "") leaves its intent
+// for intentMs.
+func RWWriteArgs(keys *[4]string, token string, ms, intentMs int64, waiter string) []any {
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, intentMs, waiter}
+}
+
+// RWExtendArgs are the extension's keys and arguments: the writer or
+// reader token lives ms from now.
+func RWExtendArgs(keys *[4]string, token string, ms int64) []any {
+	return []any{keys[0], keys[1], token, ms}
+}
+
+// RWReleaseArgs are the release's keys and arguments: the writer or
+// reader token of the lock name gives up its hold, announced on name's
+// release channel.
+func RWReleaseArgs(name string, keys *[4]string, token string) []any {
+	return []any{keys[0], keys[1], token, ReleaseChannel(name)}
+}

@@ -83,3 +83,12 @@ func PermitKey(name string, i int) string { return keyslot.Helper(name, "permit:
 // PermitsKey holds the semaphore name's size, as the first acquisition on
 // the node set it; it has no TTL (docs/kinds.md says how to change it).
 func PermitsKey(name string) string { return keyslot.Helper(name, "permits") }
+
+// RWKeys are the keys of the read-write lock name: its writer's key (the
+// writer's token), its readers (a hash of reader token to the node time
+// in ms its hold ends), a waiting writer's intent (its id), and name
+// itself, which a mutex would hold: a name is one kind of lock.
+func RWKeys(name string) [4]string {
+	return [4]string{keyslot.Helper(name, "rw:writer"), keyslot.Helper(name, "rw:readers"),
+		keyslot.Helper(name, "rw:intent"), name}
+}

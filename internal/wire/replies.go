@@ -14,6 +14,7 @@ const (
 	CodeAcquired = 1
 	CodeReserved = 2 // the key is free but kept for another waiter
 	CodeSize     = 3 // a semaphore of another size (sem_acquire.lua)
+	CodeKind     = 4 // the name is held by another kind of lock (rw_*.lua)
 )
 
 // String reads a bulk or status reply as a string.

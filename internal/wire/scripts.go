@@ -37,6 +37,14 @@ var (
 	semAcquireSource string
 	//go:embed sem_release.lua
 	semReleaseSource string
+	//go:embed rw_read.lua
+	rwReadSource string
+	//go:embed rw_write.lua
+	rwWriteSource string
+	//go:embed rw_extend.lua
+	rwExtendSource string
+	//go:embed rw_release.lua
+	rwReleaseSource string
 )
 
 // The scripts. Each names its keys and arguments at the top of its
@@ -75,6 +83,16 @@ var (
 	SemAcquire = pool.NewScript(-1, semAcquireSource)
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
+	// RWRead joins a read-write lock's readers (RWKeys' 4 keys).
+	RWRead = pool.NewScript(4, rwReadSource)
+	// RWWrite takes a read-write lock for a writer (RWKeys' 4 keys).
+	RWWrite = pool.NewScript(4, rwWriteSource)
+	// RWExtend extends a read-write lock's writer or a live reader (the
+	// first 2 of RWKeys).
+	RWExtend = pool.NewScript(2, rwExtendSource)
+	// RWRelease gives up a read-write lock's writer or reader (the first
+	// 2 of RWKeys).
+	RWRelease = pool.NewScript(2, rwReleaseSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -101,6 +119,10 @@ var Scripts = []ScriptInfo{
 	{"multi_release", MultiRelease, multiReleaseSource},
 	{"sem_acquire", SemAcquire, semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
+	{"rw_read", RWRead, rwReadSource},
+	{"rw_write", RWWrite, rwWriteSource},
+	{"rw_extend", RWExtend, rwExtendSource},
+	{"rw_release", RWRelease, rwReleaseSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of

@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
+)
+
+// RWLock is a read-write lock (Client.RWLock): readers share it, a writer
+// holds it alone. Each hold is a *Lock taken on a quorum of nodes; on
+// each node a writer is refused while a live reader or another writer is
+// there, and a reader while a writer holds or waits (writer preference:
+// a stream of readers cannot starve writers). There is no reentrancy and
+// no upgrade: release and take again. It is safe for concurrent use. See
+// docs/kinds.md.
+type RWLock struct {
+	c    *Client
+	name string
+	keys [4]string // wire.RWKeys
+}
+
+// RWLock returns the read-write lock name. Nothing is sent until a call;
+// an empty name makes every call fail. A name is one kind of lock: while
+// a mutex (Lock, TryLock) holds name, every call fails with an error that
+// says so.
+func (c *Client) RWLock(name string) *RWLock {
+	return &RWLock{c: c, name: name, keys: wire.RWKeys(name)}
+}
+
+// Name returns the lock's name.
+func (rw *RWLock) Name() string { return rw.name }
+
+// TryRLock makes one attempt to join the readers for ttl, as TryLock
+// does: a *QuorumError matching ErrNotAcquired when a writer holds the
+// lock or waits for it. WithFencing is not supported on read-write locks.
+func (rw *RWLock) TryRLock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return rw.take(ctx, ttl, opts, true, false)
+}
+
+// RLock joins the readers for ttl, waiting until no writer holds or waits
+// for the lock, or ctx ends (the error then matches ErrNotAcquired and
+// ctx.Err()). It sleeps until a release is announced, a holder's TTL runs
+// out, or the back-off (WithRetry) passes.
+func (rw *RWLock) RLock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return rw.take(ctx, ttl, opts, true, true)
+}
+
+// TryLock makes one attempt to take the lock alone for ttl.
+func (rw *RWLock) TryLock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return rw.take(ctx, ttl, opts, false, false)
+}
+
+// Lock takes the lock alone for ttl, waiting as RLock does; while it
+// waits, new readers wait behind it.
+func (rw *RWLock) Lock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	return rw.take(ctx, ttl, opts, false, true)
+}
+
+// RDo runs fn as a reader, as Client.Do does for a lock.
+func (rw *RWLock) RDo(ctx context.Context, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
+	return rw.c.do(ctx, fn, opts, func(ctx context.Context, opts []LockOption) (*Lock, error) {
+		return rw.RLock(ctx, ttl, opts...)
+	})
+}
+
+// Do runs fn as the writer, as Client.Do does for a lock.
+func (rw *RWLock) Do(ctx context.Context, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
+	return rw.c.do(ctx, fn, opts, func(ctx context.Context, opts []LockOption) (*Lock, error) {
+		return rw.Lock(ctx, ttl, opts...)
+	})
+}
+
+// take is every call: a reader's or the writer's, once or waiting.
+func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption, reader, wait bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	cfg, err := rw.c.lockConfig(rw.name, ttl, opts)
+	if err == nil && cfg.fencing {
+		err = fmt.Errorf("redlock: read-write lock %q: WithFencing is not supported on read-write locks", rw.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	since := rw.c.cfg.clock.Now()
+	var l *Lock
+	var refused time.Time
+	if wait {
+		l, refused, err = rw.wait(ctx, ttl, cfg, reader)
+	} else {
+		l, err = rw.try(ctx, ttl, cfg, reader, "")
+	}
+	rw.c.acquired(rw.name, since, refused, l, err)
+	return l, err
+}
+
+// try is one round of a reader, or of the writer whose waiting call is
+// waiter ("" for none).
+func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string) (*Lock, error) {
+	c := rw.c
+	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: kindRW, rw: rw}
+	var err error
+	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
+		return nil, err
+	}
+	g.req = request{script: wire.RWRead, args: wire.RWReadArgs(&rw.keys, g.token, ttl.Milliseconds()),
+		status: rw.status, keep: true, gate: true}
+	if !reader {
+		g.key = rw.keys[0]
+		intent := int64(0)
+		if waiter != "" {
+			intent = (c.refresh() + c.entrySlack()).Milliseconds()
+		}
+		g.req.script = wire.RWWrite
+		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), intent, waiter)
+	}
+	l, _, err := c.take(ctx, &g)
+	return l, err
+}
+
+// wait takes the lock, waiting as RLock and Lock say; refused is when its
+// first round was refused (zero when it was not).
+func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (l *Lock, refused time.Time, err error) {
+	c := rw.c
+	waiter := ""
+	if !reader {
+		waiter = c.id + "." + strconv.FormatUint(rand.Uint64(), 36) // its intent's value
+	}
+	l, err = rw.try(ctx, ttl, cfg, reader, waiter)
+	qe := asRefusal(err)
+	if err == nil || qe == nil {
+		return l, refused, err
+	}
+	refused = c.cfg.clock.Now()
+	mw, err := c.listenMulti([]string{rw.name})
+	if err != nil {
+		return nil, refused, errors.Join(err, qe)
+	}
+	defer mw.leave()
+	mw.armed(ctx)
+	p := pacing{c: c, retry: cfg.retry}
+	for failures := 1; ; failures++ {
+		if l, err = rw.try(ctx, ttl, cfg, reader, waiter); err == nil || asRefusal(err) == nil {
+			return l, refused, err
+		}
+		qe = asRefusal(err)
+		d, _ := p.next(qe, failures, mw.isArmed())
+		if err := mw.sleep(ctx, d); err != nil {
+			return nil, refused, endOfWait(err, qe)
+		}
+	}
+}
+
+// status reads a node's answer to a reader's or writer's round: granted,
+// refused with the holders' TTL, or failed (a mutex holds the name, or a
+// reply that is not the script's).
+func (rw *RWLock) status(addr string, reply any, err error) (NodeStatus, error) {
+	if err != nil {
+		return NodeFailed, err
+	}
+	if vs, ok := reply.([]any); ok && len(vs) == 1 && vs[0] == int64(wire.CodeKind) {
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
+			"%q is held as a mutex (Lock, TryLock) on this node: a name is either a mutex or a read-write lock", rw.name)}
+	}
+	return grantStatus(addr, reply, nil)
+}

@@ -1,0 +1,106 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/wire"
+)
+
+func TestRWLock_readersShareAndWritersExclude(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	rw := c.RWLock("doc")
+	ctx := context.Background()
+	r1, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	r2, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err, "readers share")
+	_, err = rw.TryLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "no writer while readers are in")
+	require.True(t, quorumError(t, err).Busy())
+
+	require.NoError(t, r1.Extend(ctx, 2*ttl))
+	require.NoError(t, r1.Unlock(ctx))
+	_, err = rw.TryLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "one reader is still in")
+	require.NoError(t, r2.Unlock(ctx))
+
+	w, err := rw.TryLock(ctx, ttl)
+	require.NoError(t, err)
+	_, err = rw.TryRLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "no reader while the writer holds it")
+	_, err = rw.TryLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "one writer at a time")
+	require.NoError(t, w.Extend(ctx, 2*ttl))
+	require.NoError(t, w.Unlock(ctx))
+	r3, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	require.NoError(t, r3.Unlock(ctx))
+}
+
+// A reader whose hold ran out on the nodes' clocks does not keep the
+// writer out, and its extension does not bring it back.
+func TestRWLock_aDeadReaderNeitherBlocksNorReturns(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	rw := c.RWLock("doc")
+	ctx := context.Background()
+	r, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		n.server("HSET", wire.RWKeys("doc")[1], r.Token(), 1) // ran out long ago
+	}
+	w, err := rw.TryLock(ctx, ttl)
+	require.NoError(t, err, "the dead reader does not count")
+	require.ErrorIs(t, r.Extend(ctx, ttl), ErrLockLost, "the dead reader is not extended")
+	require.NoError(t, w.Unlock(ctx))
+}
+
+// A writer that waits leaves its intent: new readers wait behind it.
+func TestRWLock_aWaitingWriterHoldsNewReadersBack(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, _, clk := newFakeClient(t, 5, withPacer(asked))
+	rw := c.RWLock("doc")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		w, err := rw.Lock(ctx, ttl)
+		if err == nil {
+			err = w.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	<-asked // the writer was refused twice: its intent is on the nodes
+	_, err = rw.TryRLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "a new reader waits behind the writer")
+	require.NoError(t, r.Unlock(ctx))
+	require.True(t, clk.WaitTimers(1, nil))
+	clk.Advance(100 * time.Millisecond) // the back-off; the fake nodes announce nothing
+	require.NoError(t, <-got, "the writer got in once the reader left")
+	r2, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err, "readers come back once the writer is done")
+	require.NoError(t, r2.Unlock(ctx))
+}
+
+// A name is one kind of lock.
+func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	m, err := c.TryLock(ctx, "doc", ttl)
+	require.NoError(t, err)
+	_, err = c.RWLock("doc").TryRLock(ctx, ttl)
+	require.ErrorContains(t, err, `"doc" is held as a mutex`)
+	_, err = c.RWLock("doc").TryLock(ctx, ttl)
+	require.ErrorContains(t, err, `"doc" is held as a mutex`)
+	require.NoError(t, m.Unlock(ctx))
+
+	_, err = c.RWLock("").TryRLock(ctx, ttl)
+	require.ErrorContains(t, err, "empty key")
+	_, err = c.RWLock("doc").TryLock(ctx, ttl, WithFencing())
+	require.ErrorContains(t, err, "WithFencing is not supported")
+}

@@ -1,0 +1,113 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Readers and writers on Clients of their own: never a writer together
+// with anyone, readers do overlap, and writers get in while readers keep
+// coming.
+func TestRWLock_writersExcludeReadersShareAndWritersAreNotStarved(t *testing.T) {
+	e := newEnv(t, 5)
+	st := hammerRW(t, e, 6, 2, 3*time.Second, false)
+	require.Greater(t, st.mostReaders.Load(), int32(1), "readers overlapped")
+	require.Positive(t, st.writes.Load(), "writers got in")
+}
+
+// The same while one node after another is killed and restarted with its
+// data, or paused.
+func TestRWLock_exclusionHoldsWhileNodesFail(t *testing.T) {
+	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	stopFaults := failNodesInTurn(e)
+	hammerRW(t, e, 4, 2, 3*time.Second, true, redlock.WithDurableNodes())
+	require.NoError(t, stopFaults())
+}
+
+// rwStats is what hammerRW saw.
+type rwStats struct {
+	readers, writers, mostReaders atomic.Int32
+	reads, writes                 atomic.Int64
+}
+
+// hammerRW runs readers and writers (each on a Client of its own) on one
+// read-write lock for d, and fails the test if a writer was ever inside
+// with anyone, or if a call failed for any other reason than the end of
+// d (or, with lost, an Unlock that found fewer than a quorum).
+func hammerRW(t *testing.T, e *env, readers, writers int, d time.Duration, lost bool, opts ...redlock.Option) *rwStats {
+	t.Helper()
+	name := newKey(t)
+	st := &rwStats{}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	errs := make(chan error, readers+writers)
+	var wg sync.WaitGroup
+	for w := range readers + writers {
+		rw := newClient(t, newPools(t, e.addrs), opts...).RWLock(name)
+		reader := w < readers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5000 { // bounded; the context ends it first
+				if err := rwTurn(ctx, rw, reader, st, lost); err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("%d reads (at most %d at once), %d writes", st.reads.Load(), st.mostReaders.Load(), st.writes.Load())
+	return st
+}
+
+// errBothInside reports a writer inside with someone else.
+var errBothInside = errors.New("a writer was inside with someone else")
+
+// rwTurn takes the lock once, as a reader or the writer, notes who is
+// inside, and releases it.
+func rwTurn(ctx context.Context, rw *redlock.RWLock, reader bool, st *rwStats, lost bool) error {
+	take, in, count := rw.Lock, &st.writers, &st.writes
+	if reader {
+		take, in, count = rw.RLock, &st.readers, &st.reads
+	}
+	l, err := take(ctx, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	n := in.Add(1)
+	if reader {
+		for m := st.mostReaders.Load(); n > m && !st.mostReaders.CompareAndSwap(m, n); m = st.mostReaders.Load() {
+		}
+	}
+	if st.writers.Load() > 0 && (!reader && (n > 1 || st.readers.Load() > 0) || reader) {
+		in.Add(-1)
+		return errBothInside
+	}
+	time.Sleep(time.Millisecond)
+	if st.writers.Load() > 0 && (!reader && (st.writers.Load() > 1 || st.readers.Load() > 0) || reader) {
+		in.Add(-1)
+		return errBothInside
+	}
+	in.Add(-1)
+	count.Add(1)
+	if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
+		return err
+	}
+	return nil
+}
