@@ -189,3 +189,16 @@ func SemReleaseArgs(name string, keys []any, token string, keep int) []any {
 	args = append(args, keys[1:1+slots]...)
 	return append(args, token, ReleaseChannel(name), keep)
 }
+
+// LeaderWriteArgs are the leader record's keys and arguments: the record
+// of the election name takes token, value, term and the Client ID cid,
+// while the election key holds token.
+func LeaderWriteArgs(name, token, value string, term uint64, cid string) []any {
+	return []any{ElectionKey(name), LeaderKey(name), token, value, term, cid, LeaderChannel(name)}
+}
+
+// LeaderReadArgs are the leader read's keys: the election name's key and
+// record.
+func LeaderReadArgs(name string) []any {
+	return []any{ElectionKey(name), LeaderKey(name)}
+}

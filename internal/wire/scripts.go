@@ -37,6 +37,10 @@ var (
 	semAcquireSource string
 	//go:embed sem_release.lua
 	semReleaseSource string
+	//go:embed leader_write.lua
+	leaderWriteSource string
+	//go:embed leader_read.lua
+	leaderReadSource string
 )
 
 // The scripts. Each names its keys and arguments at the top of its
@@ -75,6 +79,11 @@ var (
 	SemAcquire = pool.NewScript(-1, semAcquireSource)
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
+	// LeaderWrite writes an election's leader record while the election
+	// key holds the leader's token, and announces it.
+	LeaderWrite = pool.NewScript(2, leaderWriteSource)
+	// LeaderRead reads an election key's token and its leader record.
+	LeaderRead = pool.NewScript(2, leaderReadSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -101,6 +110,8 @@ var Scripts = []ScriptInfo{
 	{"multi_release", MultiRelease, multiReleaseSource},
 	{"sem_acquire", SemAcquire, semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
+	{"leader_write", LeaderWrite, leaderWriteSource},
+	{"leader_read", LeaderRead, leaderReadSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of
