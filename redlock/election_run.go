@@ -144,10 +144,10 @@ func (e *Election) lead(ctx context.Context, l *Lock, fn func(context.Context, u
 	defer stop(nil)
 	defer context.AfterFunc(ctx, func() { stop(context.Cause(ctx)) })()
 	defer func() { _ = l.Unlock(context.WithoutCancel(ctx)) }()
-	if fnCtx.Err() != nil {
-		return nil // the leadership ended before fn could start
+	if fnCtx.Err() != nil || ctx.Err() != nil {
+		return nil // the leadership or ctx ended before fn could start
 	}
-	if err := fn(fnCtx, l.Fence()); err != nil && fnCtx.Err() == nil {
+	if err := fn(fnCtx, l.Fence()); err != nil && fnCtx.Err() == nil && ctx.Err() == nil {
 		return err
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,14 +59,11 @@ func (ts *terms) requireOneAtATime(t *testing.T) []term {
 // for hold or its context ends, whichever is first, and writes its term
 // to store (a refusal is counted in stale, not failed: a leader that
 // stalled past its validity is refused, as it must be).
-func lead(ts *terms, client string, store *fencedStore, hold func() time.Duration, stale *int64) func(context.Context, uint64) error {
-	var mu sync.Mutex
+func lead(ts *terms, client string, store *fencedStore, hold func() time.Duration, stale *atomic.Int64) func(context.Context, uint64) error {
 	return func(ctx context.Context, tm uint64) error {
 		start := time.Now()
 		if errors.Is(store.write(tm, client), errStale) {
-			mu.Lock()
-			*stale++
-			mu.Unlock()
+			stale.Add(1)
 		}
 		t := time.NewTimer(hold())
 		select {
@@ -91,7 +89,8 @@ func seeded(t *testing.T) *rand.Rand {
 
 // runElection has clients run the election name until ctx ends, each
 // leader holding for a random time, and returns when all have stopped.
-func runElection(t *testing.T, ctx context.Context, clients []*redlock.Client, name string, ttl time.Duration, ts *terms, store *fencedStore) (stale int64) {
+func runElection(t *testing.T, ctx context.Context, clients []*redlock.Client, name string, ttl time.Duration, ts *terms, store *fencedStore) int64 {
+	var stale atomic.Int64
 	rng := seeded(t)
 	var rmu sync.Mutex
 	hold := func() time.Duration {
@@ -111,7 +110,7 @@ func runElection(t *testing.T, ctx context.Context, clients []*redlock.Client, n
 		}()
 	}
 	wg.Wait()
-	return stale
+	return stale.Load()
 }
 
 // observer collects what an Observe call delivers.
