@@ -153,6 +153,16 @@ func (o *observer) all(t *testing.T) []redlock.Leader {
 	return o.seen()
 }
 
+// observing is ctx ended 300ms sooner. The observer stops before the
+// campaigners do: a term it names was won while they ran on, so that its
+// function ran (a campaign that wins as ctx ends returns no term).
+func observing(ctx context.Context) context.Context {
+	dl, _ := ctx.Deadline()
+	octx, cancel := context.WithDeadline(ctx, dl.Add(-300*time.Millisecond))
+	context.AfterFunc(ctx, cancel)
+	return octx
+}
+
 // requireObservedReal checks that an observer delivered strictly
 // increasing terms, each one a term some leader won, naming that leader.
 func requireObservedReal(t *testing.T, seen []redlock.Leader, won []term) {
@@ -181,7 +191,7 @@ func TestElection_oneLeaderAtATimeAndTermsIncrease(t *testing.T) {
 	clients := fenceClients(e, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	observed := observe(ctx, e.client().Election(name))
+	observed := observe(observing(ctx), e.client().Election(name))
 	var ts terms
 	var store fencedStore
 	stale := runElection(t, ctx, clients, name, time.Second, &ts, &store)
@@ -264,7 +274,7 @@ func TestElection_oneLeaderAtATimeWhileTwoOfFiveNodesDie(t *testing.T) {
 	clients := fenceClients(e, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	observed := observe(ctx, e.client().Election(name))
+	observed := observe(observing(ctx), e.client().Election(name))
 	killedAt := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(time.Second)
