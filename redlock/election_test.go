@@ -255,3 +255,34 @@ func TestElection_runLeadsTermAfterTermUntilItsContextEnds(t *testing.T) {
 	_, err = e.Leader(context.Background())
 	require.ErrorIs(t, err, ErrNoLeader, "resigned after the failure")
 }
+
+// Observe hears new leaders by their announcements: the Client's clock
+// stands still, so its periodic ask never comes, and every leader after
+// the first ask is delivered because a node announced its record.
+func TestElection_observeDeliversEachNewLeaderOnItsAnnouncement(t *testing.T) {
+	c, nodes, _ := newPubSubClient(t, 3)
+	e := c.Election("e")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := e.Observe(ctx)
+	for _, n := range nodes {
+		n.waitAcked(t, c.ID(), wire.LeaderKey("e"))
+	}
+	for range 3 {
+		l, err := e.Campaign(ctx, "v", ttl)
+		require.NoError(t, err)
+		select {
+		case got := <-ch:
+			require.Equal(t, Leader{Value: "v", Term: l.Fence(), ClientID: c.ID()}, got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("term %d was not delivered", l.Fence())
+		}
+		require.NoError(t, l.Unlock(ctx))
+	}
+	cancel()
+	select {
+	case _, open := <-ch:
+		require.False(t, open, "nothing after the last leader; closed once ctx ended")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the channel is still open after ctx ended")
+	}
+}
