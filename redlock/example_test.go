@@ -264,3 +264,22 @@ func ExampleRWLock_RDo() {
 		log.Fatal(err)
 	}
 }
+
+func ExampleElection_Run() {
+	var client *redlock.Client // built as in the package example
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	// Every scheduler process runs this; one at a time leads. The term
+	// goes with every write, so that a store can refuse a stalled former
+	// leader's (see ExampleWithFencing).
+	err := client.Election("scheduler").Run(ctx, "host-a:8080", 10*time.Second,
+		func(ctx context.Context, term uint64) error {
+			fmt.Println("leading in term", term)
+			<-ctx.Done() // lead until the leadership or ctx ends
+			return nil
+		})
+	if !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}

@@ -100,6 +100,8 @@ const (
 	callFenceStore = "fence-store"
 	callCheck      = "node" // restart safety's check
 	callMulti      = "multi-acquire"
+	callLeaderPut  = "leader-write"
+	callLeaderGet  = "leader-read"
 )
 
 func callKind(script *pool.Script, cmd string) string {
@@ -118,6 +120,10 @@ func callKind(script *pool.Script, cmd string) string {
 		return callCheck
 	case wire.MultiAcquire:
 		return callMulti
+	case wire.LeaderWrite:
+		return callLeaderPut
+	case wire.LeaderRead:
+		return callLeaderGet
 	}
 	return "script"
 }

@@ -215,3 +215,16 @@ func RWExtendArgs(keys *[4]string, token string, ms int64) []any {
 func RWReleaseArgs(name string, keys *[4]string, token string) []any {
 	return []any{keys[0], keys[1], token, ReleaseChannel(name)}
 }
+
+// LeaderWriteArgs are the leader record's keys and arguments: the record
+// of the election name takes token, value, term and the Client ID cid,
+// while the election key holds token.
+func LeaderWriteArgs(name, token, value string, term uint64, cid string) []any {
+	return []any{ElectionKey(name), LeaderKey(name), token, value, term, cid, LeaderChannel(name)}
+}
+
+// LeaderReadArgs are the leader read's keys: the election name's key and
+// record.
+func LeaderReadArgs(name string) []any {
+	return []any{ElectionKey(name), LeaderKey(name)}
+}

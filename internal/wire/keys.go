@@ -92,3 +92,18 @@ func RWKeys(name string) [4]string {
 	return [4]string{keyslot.Helper(name, "rw:writer"), keyslot.Helper(name, "rw:readers"),
 		keyslot.Helper(name, "rw:intent"), name}
 }
+
+// ElectionKey is the lock key of the election name: a fenced mutex whose
+// holder leads, in name's hash slot. Its fence is the leader's term.
+func ElectionKey(name string) string { return keyslot.Helper(name, "election") }
+
+// LeaderKey is the leader record of the election name: a hash of the
+// leader's token, value, term and Client ID (leader_write.lua). It has no
+// TTL; it counts only while ElectionKey holds its token.
+func LeaderKey(name string) string { return keyslot.Helper(name, "leader") }
+
+// LeaderChannel is where every node announces a new leader record of the
+// election name, with the term as the message: the record key's release
+// channel, so that an observer subscribes it as a waiter subscribes a
+// key.
+func LeaderChannel(name string) string { return ReleaseChannel(LeaderKey(name)) }

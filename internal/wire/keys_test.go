@@ -22,6 +22,10 @@ func TestKeys_namesAreTheWireNames(t *testing.T) {
 	require.Equal(t, "redlock:released:k", ReleaseChannel("k"))
 	require.Equal(t, "redlock:handoff:c:k", HandoffChannel("c", "k"))
 	require.Equal(t, "redlock:reserved:c.1", Reservation("c.1"))
+	require.Equal(t, "e:{e}election", ElectionKey("e"))
+	require.Equal(t, "e:{e}leader", LeaderKey("e"))
+	require.Equal(t, "redlock:released:e:{e}leader", LeaderChannel("e"))
+	require.Equal(t, "{g}:e:election:fence", FenceKey(ElectionKey("{g}:e")), "the election key's helpers share its slot")
 }
 
 // The scripts build no name of their own: every name comes from keys.go.

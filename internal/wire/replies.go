@@ -255,3 +255,38 @@ func ParsePermit(reply any) (Permit, bool) {
 	}
 	return Permit{}, false
 }
+
+// LeaderRecord is one node's answer to the leader read.
+type LeaderRecord struct {
+	Token  string // what the election key holds; "" when absent
+	Record string // the token the record names; "" without a record
+	Value  string
+	Term   uint64
+	Client string
+}
+
+// Current reports whether the record is the current holder's: the
+// election key holds the token the record names.
+func (r LeaderRecord) Current() bool { return r.Token != "" && r.Token == r.Record }
+
+// ParseLeaderRead reads {token or nil, record token, value, term, client},
+// the record's fields nil without a record.
+func ParseLeaderRead(reply any) (LeaderRecord, error) {
+	vs, ok := reply.([]any)
+	if !ok || len(vs) != 5 {
+		return LeaderRecord{}, fmt.Errorf("unexpected leader reply %v", reply)
+	}
+	var r LeaderRecord
+	r.Token, _ = String(vs[0])
+	r.Record, _ = String(vs[1])
+	r.Value, _ = String(vs[2])
+	r.Client, _ = String(vs[4])
+	if t, ok := String(vs[3]); ok {
+		term, err := strconv.ParseUint(t, 10, 64)
+		if err != nil {
+			return LeaderRecord{}, fmt.Errorf("leader term %q: %w", t, err)
+		}
+		r.Term = term
+	}
+	return r, nil
+}

@@ -79,3 +79,28 @@ func TestCalled_namesTheCommandOfEveryScriptLine(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "GET", cmd, "inspect.lua's line 10 calls GET first")
 }
+
+func TestParseLeaderRead(t *testing.T) {
+	r, err := ParseLeaderRead([]any{[]byte("t1"), []byte("t1"), []byte("v"), []byte("7"), []byte("c")})
+	require.NoError(t, err)
+	require.Equal(t, LeaderRecord{Token: "t1", Record: "t1", Value: "v", Term: 7, Client: "c"}, r)
+	require.True(t, r.Current())
+
+	r, err = ParseLeaderRead([]any{[]byte("t2"), []byte("t1"), []byte("v"), []byte("7"), []byte("c")})
+	require.NoError(t, err)
+	require.False(t, r.Current(), "the record of an earlier holder")
+
+	r, err = ParseLeaderRead([]any{nil, nil, nil, nil, nil})
+	require.NoError(t, err)
+	require.Equal(t, LeaderRecord{}, r)
+	require.False(t, r.Current(), "no key, no record")
+
+	for _, bad := range []any{
+		[]any{nil, nil, nil, []byte("x"), nil}, // a term that is not a number
+		[]any{nil, nil, nil, nil},              // short
+		"OK",
+	} {
+		_, err := ParseLeaderRead(bad)
+		require.Error(t, err, "%v", bad)
+	}
+}

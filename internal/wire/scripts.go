@@ -45,6 +45,10 @@ var (
 	rwExtendSource string
 	//go:embed rw_release.lua
 	rwReleaseSource string
+	//go:embed leader_write.lua
+	leaderWriteSource string
+	//go:embed leader_read.lua
+	leaderReadSource string
 )
 
 // The scripts. Each names its keys and arguments at the top of its
@@ -93,6 +97,11 @@ var (
 	// RWRelease gives up a read-write lock's writer or reader (the first
 	// 2 of RWKeys).
 	RWRelease = pool.NewScript(2, rwReleaseSource)
+	// LeaderWrite writes an election's leader record while the election
+	// key holds the leader's token, and announces it.
+	LeaderWrite = pool.NewScript(2, leaderWriteSource)
+	// LeaderRead reads an election key's token and its leader record.
+	LeaderRead = pool.NewScript(2, leaderReadSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -123,6 +132,8 @@ var Scripts = []ScriptInfo{
 	{"rw_write", RWWrite, rwWriteSource},
 	{"rw_extend", RWExtend, rwExtendSource},
 	{"rw_release", RWRelease, rwReleaseSource},
+	{"leader_write", LeaderWrite, leaderWriteSource},
+	{"leader_read", LeaderRead, leaderReadSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of
