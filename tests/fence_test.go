@@ -107,6 +107,7 @@ func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
 	// counts at once.
 	logged, resets := resetLog()
 	clients := fenceClients(e, 3, redlock.WithDurableNodes(), logged)
+	awaitMarked(t, e, clients)
 	stopFaults := failNodesInTurn(e)
 	// A short TTL: a lock left on a killed node expires soon.
 	start := time.Now()
@@ -273,5 +274,22 @@ func resetLog() (redlock.Option, func() map[string]bool) {
 			reset[addr] = true
 		}
 		return reset
+	}
+}
+
+// awaitMarked has every Client check the nodes (its first acquisition
+// does) and waits until every node carries restart safety's marker: a
+// node killed before it was first marked comes back with no marker, which
+// even a durable node is taken to have lost its data by.
+func awaitMarked(t *testing.T, e *env, clients []*redlock.Client) {
+	t.Helper()
+	for _, c := range clients {
+		l, err := c.TryLock(ctxT(t, quickly), newKey(t), time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	}
+	for i, s := range e.nodes {
+		require.Eventually(t, func() bool { return marker(t, s) != "" }, quickly, 5*time.Millisecond,
+			"node %d is marked", i)
 	}
 }
