@@ -73,7 +73,7 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
 		}
 		for range r.pending {
-			if o := r.next(); owes(o.status, o.err, o.choice, keep) {
+			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
@@ -85,7 +85,7 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 		<-ch
 	}
 	for range r.pending {
-		if o := r.next(); owes(o.status, o.err, o.choice, keep) {
+		if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 			<-d.start(o.i)
 		}
 	}

@@ -34,7 +34,8 @@ type request struct {
 	// a release must go out whatever the caller's context says.
 	always bool
 	// choice, when set, makes the round a choice (among a semaphore's
-	// slots): a reply counts toward the quorum of the choice it took.
+	// slots): a reply counts toward the quorum of the choice it took. A
+	// choice round keeps its replies (keep).
 	choice *choice
 }
 
@@ -58,8 +59,7 @@ type outcome struct {
 	i      int
 	status NodeStatus
 	err    error
-	reply  any           // the raw reply, only when the request keeps replies
-	choice int           // NodeOK on a choice round: what the node took
+	reply  any           // the raw reply, only when the request keeps replies (a choice round does)
 	after  time.Duration // when it arrived, from the round's start; with an Observer only
 }
 
@@ -134,10 +134,7 @@ func (nc *nodeCall) Receive(reply any, err error) {
 // the round settled.
 func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	r := nc.r
-	nc.out = outcome{i: nc.i, status: status, err: err, choice: -1}
-	if status == NodeOK && r.req.choice != nil {
-		nc.out.choice = r.req.choice.read(reply)
-	}
+	nc.out = outcome{i: nc.i, status: status, err: err}
 	if r.req.keep {
 		nc.out.reply = reply
 	}
@@ -172,6 +169,15 @@ func (r *round) won() int {
 		return -1
 	}
 	return r.tally.won
+}
+
+// choiceOf returns the choice a reply of a choice round took: -1 for
+// none (not NodeOK, or not a choice round).
+func (r *round) choiceOf(o outcome) int {
+	if r.tally == nil || o.status != NodeOK {
+		return -1
+	}
+	return r.req.choice.read(o.reply)
 }
 
 // pick returns the choice node i took by the decision of a choice round;
@@ -275,7 +281,10 @@ func (c *Client) newRound(req request) *round {
 	} else {
 		r.nodes, r.calls = make([]NodeResult, n), make([]nodeCall, n)
 	}
-	if req.keep {
+	if req.choice != nil {
+		r.req.keep = true // the replies say what each node took
+	}
+	if r.req.keep {
 		r.replies = make([]any, n)
 	}
 	if req.choice != nil {
@@ -365,9 +374,10 @@ func (r *round) take(o outcome) {
 		r.okCount++
 	default:
 		t := r.tally
-		t.picks[o.i] = o.choice
-		if t.counts[o.choice]++; t.counts[o.choice] > r.okCount {
-			r.okCount, t.won = t.counts[o.choice], o.choice
+		c := r.choiceOf(o)
+		t.picks[o.i] = c
+		if t.counts[c]++; t.counts[c] > r.okCount {
+			r.okCount, t.won = t.counts[c], c
 		}
 	}
 }
