@@ -159,14 +159,24 @@ func (c *Client) tryMulti(ctx context.Context, ks []string, ttl time.Duration, c
 
 // waitMulti takes ks, waiting as LockMulti says; refused is when its
 // first round was refused (zero when it was not).
-func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (l *Lock, refused time.Time, err error) {
-	l, err = c.tryMulti(ctx, ks, ttl, cfg)
+func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
+	return c.waitUnqueued(ctx, ks, cfg, func() (*Lock, error) { return c.tryMulti(ctx, ks, ttl, cfg) })
+}
+
+// waitUnqueued is the waiting of every call that does not queue on the
+// nodes (LockMulti, Semaphore.Acquire, RWLock's RLock and Lock): it calls
+// try until a round takes the lock or fails for another reason than a
+// refusal, and between refused rounds it sleeps as pacing says, or until
+// a release of one of keys is announced. refused is when the first round
+// was refused (zero when it was not).
+func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+	l, err = try()
 	qe := asRefusal(err)
 	if err == nil || qe == nil {
 		return l, refused, err
 	}
 	refused = c.cfg.clock.Now()
-	mw, err := c.listenMulti(ks)
+	mw, err := c.listenMulti(keys)
 	if err != nil {
 		return nil, refused, errors.Join(err, qe)
 	}
@@ -174,7 +184,7 @@ func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, 
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
 	for failures := 1; ; failures++ {
-		if l, err = c.tryMulti(ctx, ks, ttl, cfg); err == nil || asRefusal(err) == nil {
+		if l, err = try(); err == nil || asRefusal(err) == nil {
 			return l, refused, err
 		}
 		qe = asRefusal(err)

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -124,37 +123,17 @@ func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, re
 	return l, err
 }
 
-// wait takes the lock, waiting as RLock and Lock say; refused is when its
-// first round was refused (zero when it was not).
-func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (l *Lock, refused time.Time, err error) {
-	c := rw.c
+// wait takes the lock, waiting as RLock and Lock say; refused is when
+// its first round was refused (zero when it was not). A waiting writer's
+// rounds carry its call's id, which its intent holds.
+func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (*Lock, time.Time, error) {
 	waiter := ""
 	if !reader {
-		waiter = c.id + "." + strconv.FormatUint(rand.Uint64(), 36) // its intent's value
+		waiter = rw.c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
 	}
-	l, err = rw.try(ctx, ttl, cfg, reader, waiter)
-	qe := asRefusal(err)
-	if err == nil || qe == nil {
-		return l, refused, err
-	}
-	refused = c.cfg.clock.Now()
-	mw, err := c.listenMulti([]string{rw.name})
-	if err != nil {
-		return nil, refused, errors.Join(err, qe)
-	}
-	defer mw.leave()
-	mw.armed(ctx)
-	p := pacing{c: c, retry: cfg.retry}
-	for failures := 1; ; failures++ {
-		if l, err = rw.try(ctx, ttl, cfg, reader, waiter); err == nil || asRefusal(err) == nil {
-			return l, refused, err
-		}
-		qe = asRefusal(err)
-		d, _ := p.next(qe, failures, mw.isArmed())
-		if err := mw.sleep(ctx, d); err != nil {
-			return nil, refused, endOfWait(err, qe)
-		}
-	}
+	return rw.c.waitUnqueued(ctx, []string{rw.name}, cfg, func() (*Lock, error) {
+		return rw.try(ctx, ttl, cfg, reader, waiter)
+	})
 }
 
 // status reads a node's answer to a reader's or writer's round: granted,

@@ -129,37 +129,18 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 	return s.c.take(ctx, &g)
 }
 
-// wait takes a permit, waiting as Acquire says; refused is when its first
-// round was refused (zero when it was not).
-func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (l *Lock, refused time.Time, err error) {
-	c := s.c
-	l, r, err := s.try(ctx, ttl, cfg, -1)
-	qe := asRefusal(err)
-	if err == nil || qe == nil {
-		return l, refused, err
-	}
-	refused = c.cfg.clock.Now()
-	mw, err := c.listenMulti([]string{s.name})
-	if err != nil {
-		return nil, refused, errors.Join(err, qe)
-	}
-	defer mw.leave()
-	mw.armed(ctx)
-	p := pacing{c: c, retry: cfg.retry}
-	for failures := 1; ; failures++ {
-		prefer := -1
+// wait takes a permit, waiting as Acquire says; refused is when its
+// first round was refused (zero when it was not). After a round in which
+// the nodes took different slots, the next asks for the one most took.
+func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
+	prefer := -1
+	return s.c.waitUnqueued(ctx, []string{s.name}, cfg, func() (*Lock, error) {
+		l, r, err := s.try(ctx, ttl, cfg, prefer)
 		if r != nil {
 			prefer = r.won() // the slot most nodes took, if any did
 		}
-		if l, r, err = s.try(ctx, ttl, cfg, prefer); err == nil || asRefusal(err) == nil {
-			return l, refused, err
-		}
-		qe = asRefusal(err)
-		d, _ := p.next(qe, failures, mw.isArmed())
-		if err := mw.sleep(ctx, d); err != nil {
-			return nil, refused, endOfWait(err, qe)
-		}
-	}
+		return l, err
+	})
 }
 
 // permitStatus reads a node's answer to the semaphore acquisition:
