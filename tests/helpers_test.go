@@ -329,10 +329,11 @@ func awaitToken(t testing.TB, nodes []*redistest.Server, key, token string, whic
 		which = idx(len(nodes), func(int) bool { return true })
 	}
 	deadline := time.Now().Add(5 * time.Second)
+	handoff := handoffToken(token)
 	for _, i := range which {
 		for {
 			v, ok := get(t, nodes[i], key)
-			if ok && v == token {
+			if ok && (v == token || v == handoff) {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "node %d never got our token for %q", i, key)
@@ -489,4 +490,17 @@ func (f *freezer) freeze() {
 	for _, frozen := range f.live {
 		frozen.Store(true)
 	}
+}
+
+// handoffToken returns the hand-off token of the Lock call whose round
+// took a lock with token ("<call id>/<uuid>/<round>"): a node may hold it
+// instead of the round's token when it handed the key to that call after
+// the round ran there (the lock's release gives up both). "" for any
+// other token.
+func handoffToken(token string) string {
+	i := strings.LastIndexByte(token, '/')
+	if i < 0 || strings.Count(token, "/") != 2 {
+		return ""
+	}
+	return token[:i]
 }
