@@ -739,10 +739,14 @@ func extendAndUnlock(t *testing.T, f Factory) {
 			return err == nil && v.(int64) > 50_000
 		}, waitLimit, 5*time.Millisecond, "the new TTL is set on %s", s.Addr())
 	}
-	_, err = c.TryLock(ctxT(t, waitLimit), "lock:ext", 10*time.Second)
+	// Another Client finds the key busy; its Close waits for every reply,
+	// so that no late SET NX of its round can land after the DEL below.
+	other := e.client(t)
+	_, err = other.TryLock(ctxT(t, waitLimit), "lock:ext", 10*time.Second)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	require.True(t, qe.Busy())
+	require.NoError(t, other.Close())
 
 	for _, s := range e.nodes.Nodes() {
 		_, err := s.Do("DEL", "lock:ext")
