@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,15 +45,9 @@ func TestLock_handOffsKeepMutualExclusionWhileNodesFail(t *testing.T) {
 func hammerExclusion(t *testing.T, e *env, workers int, d time.Duration, lost bool, opts ...redlock.Option) int64 {
 	t.Helper()
 	key := newKey(t)
-	var (
-		inside, most atomic.Int32
-		took         atomic.Int64
-		wg           sync.WaitGroup
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	errs := make(chan error, workers)
-	for w := range workers {
+	var inside, most atomic.Int32
+	var took atomic.Int64
+	hammer(t, workers, d, func(w int) func(context.Context) error {
 		var pools []pool.Pool
 		if w%2 == 0 {
 			pools = newPools(t, e.addrs)
@@ -63,35 +55,20 @@ func hammerExclusion(t *testing.T, e *env, workers int, d time.Duration, lost bo
 			pools = redigoPools(t, e.addrs)
 		}
 		c := newClient(t, pools, opts...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5000 { // bounded; the context ends it first
-				l, err := c.Lock(ctx, key, 5*time.Second)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				n := inside.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(200 * time.Microsecond)
-				inside.Add(-1)
-				took.Add(1)
-				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
-					errs <- err
-					return
-				}
+		return func(ctx context.Context) error {
+			l, err := c.Lock(ctx, key, 5*time.Second)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(200 * time.Microsecond)
+			inside.Add(-1)
+			took.Add(1)
+			return unlockOrLost(ctx, l, lost)
+		}
+	})
 	require.Equal(t, int32(1), most.Load(), "two holders at once")
 	require.Greater(t, took.Load(), int64(workers), "the key went round")
 	return took.Load()

@@ -504,3 +504,48 @@ func handoffToken(token string) string {
 	}
 	return token[:i]
 }
+
+// hammer runs turn in workers goroutines, each at most 5000 times, until
+// d has passed, and fails the test with the first error a turn returned
+// before then (an error after d ended is the end of the run). turn is
+// given the run's context and the worker's number, and made by
+// newTurn(w) once per worker before the run starts.
+func hammer(t *testing.T, workers int, d time.Duration, newTurn func(w int) func(ctx context.Context) error) {
+	t.Helper()
+	turns := make([]func(context.Context) error, workers)
+	for w := range turns {
+		turns[w] = newTurn(w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for _, turn := range turns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5000 { // bounded; the context ends it first
+				if err := turn(ctx); err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// unlockOrLost releases l; with lost, an Unlock that found fewer than a
+// quorum (a node killed while it held the lock) is no error.
+func unlockOrLost(ctx context.Context, l *redlock.Lock, lost bool) error {
+	if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
+		return err
+	}
+	return nil
+}

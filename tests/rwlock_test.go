@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,31 +53,10 @@ func hammerRW(t *testing.T, e *env, readers, writers int, d time.Duration, lost 
 	t.Helper()
 	name := newKey(t)
 	st := &rwStats{}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	errs := make(chan error, readers+writers)
-	var wg sync.WaitGroup
-	for w := range readers + writers {
+	hammer(t, readers+writers, d, func(w int) func(context.Context) error {
 		rw := newClient(t, newPools(t, e.addrs), opts...).RWLock(name)
-		reader := w < readers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5000 { // bounded; the context ends it first
-				if err := rwTurn(ctx, rw, reader, st, lost); err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+		return func(ctx context.Context) error { return rwTurn(ctx, rw, w < readers, st, lost) }
+	})
 	t.Logf("%d reads (at most %d at once), %d writes", st.reads.Load(), st.mostReaders.Load(), st.writes.Load())
 	return st
 }
@@ -113,8 +91,5 @@ func rwTurn(ctx context.Context, rw *redlock.RWLock, reader bool, st *rwStats, l
 	}
 	in.Add(-1)
 	count.Add(1)
-	if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
-		return err
-	}
-	return nil
+	return unlockOrLost(ctx, l, lost)
 }

@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,41 +106,22 @@ func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration
 	name := newKey(t)
 	var inside, most atomic.Int32
 	var took atomic.Int64
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	errs := make(chan error, workers)
-	for range workers {
+	hammer(t, workers, d, func(int) func(context.Context) error {
 		s := newClient(t, newPools(t, e.addrs), opts...).Semaphore(name, permits)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5000 { // bounded; the context ends it first
-				l, err := s.Acquire(ctx, 5*time.Second)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				n := inside.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(500 * time.Microsecond)
-				inside.Add(-1)
-				took.Add(1)
-				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil && !(lost && errors.Is(err, redlock.ErrLockLost)) {
-					errs <- err
-					return
-				}
+		return func(ctx context.Context) error {
+			l, err := s.Acquire(ctx, 5*time.Second)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(500 * time.Microsecond)
+			inside.Add(-1)
+			took.Add(1)
+			return unlockOrLost(ctx, l, lost)
+		}
+	})
 	require.LessOrEqual(t, most.Load(), int32(permits), "more holders than permits")
 	if !lost { // with nodes failing in turn, a busy machine may go slowly
 		require.Greater(t, took.Load(), int64(workers), "the permits went round")

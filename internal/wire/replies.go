@@ -35,7 +35,7 @@ type Acquisition struct {
 }
 
 // ParseAcquire reads 1, {1, counter, epoch}, or {code, pttl}; ok is false
-// for anything else. A fenced grant's counters are read by ParseFences.
+// for anything else. A fenced grant's counters are read by FenceAt.
 func ParseAcquire(reply any) (a Acquisition, ok bool) {
 	if n, ok := reply.(int64); ok {
 		return Acquisition{Code: n}, n == CodeAcquired
@@ -64,22 +64,8 @@ type Fence struct {
 	Epoch   string
 }
 
-// ParseFences reads a fenced grant of n keys: {1, counter1, epoch1, ...,
-// countern, epochn}.
-func ParseFences(reply any, n int) ([]Fence, error) {
-	out := make([]Fence, n)
-	for k := range out {
-		f, err := FenceAt(reply, n, k)
-		if err != nil {
-			return nil, err
-		}
-		out[k] = f
-	}
-	return out, nil
-}
-
 // FenceAt reads key k's counter and epoch (from 0) in a fenced grant of n
-// keys, without allocating; ParseFences reads them all.
+// keys, without allocating.
 func FenceAt(reply any, n, k int) (Fence, error) {
 	vs, ok := reply.([]any)
 	if !ok || len(vs) != 1+2*n || k < 0 || k >= n {

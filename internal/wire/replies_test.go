@@ -35,10 +35,13 @@ func TestParseAcquire(t *testing.T) {
 	}
 }
 
-func TestParseFences(t *testing.T) {
-	fs, err := ParseFences([]any{int64(1), []byte("7"), []byte("e1"), "3", []byte("e2")}, 2)
-	require.NoError(t, err)
-	require.Equal(t, []Fence{{7, "e1"}, {3, "e2"}}, fs)
+func TestFenceAt(t *testing.T) {
+	grant := []any{int64(1), []byte("7"), []byte("e1"), "3", []byte("e2")}
+	for k, want := range []Fence{{7, "e1"}, {3, "e2"}} {
+		f, err := FenceAt(grant, 2, k)
+		require.NoError(t, err)
+		require.Equal(t, want, f)
+	}
 	for _, bad := range []any{
 		[]any{int64(1), []byte("7"), []byte("e1")},           // one key's, two asked
 		[]any{int64(0), []byte("7"), []byte("e1"), "3", "e"}, // not a grant
@@ -46,8 +49,9 @@ func TestParseFences(t *testing.T) {
 		[]any{int64(1), int64(7), []byte("e1"), "3", "e"},    // not a string
 		int64(1),
 	} {
-		_, err := ParseFences(bad, 2)
-		require.Error(t, err, "%v", bad)
+		_, err0 := FenceAt(bad, 2, 0)
+		_, err1 := FenceAt(bad, 2, 1)
+		require.True(t, err0 != nil || err1 != nil, "%v", bad)
 	}
 }
 
