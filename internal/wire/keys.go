@@ -84,6 +84,16 @@ func PermitKey(name string, i int) string { return keyslot.Helper(name, "permit:
 // the node set it; it has no TTL (docs/kinds.md says how to change it).
 func PermitsKey(name string) string { return keyslot.Helper(name, "permits") }
 
+// PermitWaitersKey is the queue of the Acquire calls that wait for a
+// permit of the semaphore name: a sorted set of waiter ids by priority,
+// smaller first (sem_acquire.lua).
+func PermitWaitersKey(name string) string { return keyslot.Helper(name, "permit-waiters") }
+
+// PermitDueKey holds when each waiter of PermitWaitersKey(name) is stale:
+// a sorted set of waiter ids by the node time (µs) after which a waiter
+// that has not asked again is dropped from the queue.
+func PermitDueKey(name string) string { return keyslot.Helper(name, "permit-waiters:until") }
+
 // RWKeys are the keys of the read-write lock name: its writer's key (the
 // writer's token), its readers (a hash of reader token to the node time
 // in ms its hold ends), a waiting writer's intent (its id), and name
