@@ -285,6 +285,22 @@ func (c *Client) evalBounded(ctx context.Context, p pool.Pool, script *pool.Scri
 	_, _ = p.Eval(ctx, script, args...)
 }
 
+// tell sends script with args to every node as background work, bounded
+// by the node timeout, and drops the replies: a follow-up nobody waits
+// for (a waiting call leaving its queues). After Close it sends nothing.
+func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
+	ctx = context.WithoutCancel(ctx)
+	for _, p := range c.pools {
+		if s, ok := p.(starter); ok {
+			if t, ok := c.bg.claim(); ok {
+				s.StartEval(t, script, args...)
+			}
+			continue
+		}
+		c.bg.goTracked(func() { c.evalBounded(ctx, p, script, args) })
+	}
+}
+
 // Restore returns a handle on a lock taken elsewhere, for example by another
 // process that passed on its key and token. Its validity is unknown (zero)
 // until Extend succeeds. Extend and Unlock on it work as on a lock this

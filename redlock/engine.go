@@ -53,7 +53,7 @@ const (
 func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 	switch {
 	case g.kind == kindSemaphore:
-		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.token, keep)
+		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.sem.permits, g.token, keep, "")
 	case g.kind == kindRW:
 		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token)
 	case g.kind == kindMulti:
@@ -81,6 +81,10 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 	if !r.ok || !c.validEnough(until, g.cfg) {
 		return nil, r, c.undo(ctx, g, r, until)
 	}
+	won := r.won() // a choice round's: the lock is on the choice won
+	if won >= 0 {
+		g.key = wire.PermitKey(g.name, won)
+	}
 	var fence uint64
 	var fences []uint64
 	if g.cfg.fencing {
@@ -93,12 +97,10 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 			return nil, r, c.undo(ctx, g, r, until)
 		}
 	}
-	if won := r.won(); won >= 0 {
-		// The nodes that took another choice give it up; the lock is on
-		// the one won.
+	if won >= 0 {
+		// The nodes that took another choice give it up.
 		script, args := g.release(c, won)
 		c.oweRelease(ctx, script, args, r, g.ttl, won)
-		g.key = wire.PermitKey(g.name, won)
 	}
 	l := c.newLock(ctx, g, r, until)
 	l.fence, l.fences = fence, fences

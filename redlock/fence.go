@@ -63,11 +63,12 @@ func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Ti
 		key, n = g.keys[k], len(g.keys)
 	}
 	var top uint64
+	won := r.won()
 	for i, node := range r.nodes {
-		if node.Status != NodeOK {
-			continue
+		if node.Status != NodeOK || r.pick(i) != won {
+			continue // a choice round's nodes that took another choice hold no part of the lock
 		}
-		f, err := wire.FenceAt(r.replies[i], n, k)
+		f, err := g.fenceAt(r.replies[i], n, k)
 		if err != nil {
 			continue // grantStatus made such a node NodeFailed
 		}
@@ -75,6 +76,19 @@ func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Ti
 		c.seeEpoch(i, keyslot.Slot(key), f.Epoch)
 	}
 	return c.writeBackFence(ctx, key, top+1, until, g.ttl, g.cfg.minValidity)
+}
+
+// fenceAt reads the counter and epoch of key k (of n) from a node's
+// grant of g.
+func (g *grab) fenceAt(reply any, n, k int) (wire.Fence, error) {
+	if g.kind == kindSemaphore {
+		p, ok := wire.ParsePermit(reply)
+		if !ok || p.Fence.Epoch == "" {
+			return wire.Fence{}, fmt.Errorf("unexpected reply %v", reply)
+		}
+		return p.Fence, nil
+	}
+	return wire.FenceAt(reply, n, k)
 }
 
 // seeEpoch remembers node i's epoch for a hash slot and reports a change.

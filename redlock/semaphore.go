@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -24,7 +26,8 @@ type Semaphore struct {
 	c       *Client
 	name    string
 	permits int
-	keys    []any // the slots' and the size's keys, boxed once (wire.SemKeys)
+	keys    []any // the slots', the size's and the queue's keys, boxed once (wire.SemKeys)
+	fkeys   []any // keys and the slots' fence counters, for fenced calls
 	err     error // why every call fails: a bad name or number of permits
 	status  func(addr string, reply any, err error) (NodeStatus, error)
 	choice  choice // a round's choice among the slots
@@ -44,7 +47,7 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	case permits < 1 || permits > MaxPermits:
 		s.err = fmt.Errorf("redlock: semaphore %q: %d permits: a semaphore has from 1 to %d", name, permits, MaxPermits)
 	default:
-		s.keys = wire.SemKeys(name, permits)
+		s.keys, s.fkeys = wire.SemKeys(name, permits, false), wire.SemKeys(name, permits, true)
 		s.status, s.choice = s.permitStatus, choice{n: permits, read: permitSlot}
 	}
 	return s
@@ -60,16 +63,18 @@ func (s *Semaphore) Permits() int { return s.permits }
 // once, the first free slot, and the permit is the slot a quorum took
 // (the nodes that took another give it up). It succeeds and fails as
 // TryLock does: a *QuorumError matching ErrNotAcquired says node by node
-// why (Busy when every permit is held). WithFencing is not supported on
-// semaphores yet. The *Lock's Key is the permit's slot key; Extend and
-// Unlock work as on any lock.
+// why (Busy when every permit is held). It does not pass callers that
+// wait (Acquire): while any wait, it gets a permit only when more are
+// free than callers wait. WithFencing mints the fence of the permit's
+// slot (each slot counts on its own). The *Lock's Key is the permit's
+// slot key; Extend and Unlock work as on any lock.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
 	since := s.c.cfg.clock.Now()
-	l, _, err := s.try(ctx, ttl, cfg, -1)
+	l, _, err := s.try(ctx, ttl, cfg, -1, wire.SemWait{})
 	s.c.acquired(s.name, since, time.Time{}, l, err)
 	return l, err
 }
@@ -79,8 +84,10 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 // Client closes (pool.ErrClosed). Between rounds it sleeps until a permit
 // is announced free, a held permit's TTL runs out, or the back-off
 // (WithRetry) passes; after a round in which the nodes took different
-// slots it asks for the slot most of them took. Waiting callers are not
-// queued yet: a permit goes to whoever asks first after its release.
+// slots it asks for the slot most of them took. Waiting calls queue on
+// each node by when they began to wait, and a freed permit goes to the
+// longest waiter; a call that ends without a permit leaves the queues at
+// once (docs/kinds.md).
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
@@ -109,35 +116,50 @@ func (s *Semaphore) config(ctx context.Context, ttl time.Duration, opts []LockOp
 	case s.err != nil:
 		return lockConfig{}, s.err
 	}
-	cfg, err := s.c.lockConfig(s.name, ttl, opts)
-	if err == nil && cfg.fencing {
-		err = fmt.Errorf("redlock: semaphore %q: WithFencing is not supported on semaphores", s.name)
-	}
-	return cfg, err
+	return s.c.lockConfig(s.name, ttl, opts)
 }
 
-// try is one acquisition round, asking for slot prefer first (-1 for
-// none). It returns the round too, nil when none was sent.
-func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int) (*Lock, *round, error) {
+// try is one acquisition round of the waiting call w (zero for none),
+// asking for slot prefer first (-1 for none). It returns the round too,
+// nil when none was sent.
+func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int, w wire.SemWait) (*Lock, *round, error) {
 	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: kindSemaphore, sem: s}
 	var err error
 	if g.token, err = newTokenWith(s.c.tokenPrefix); err != nil {
 		return nil, nil, err
 	}
-	g.req = request{script: wire.SemAcquire, args: wire.SemAcquireArgs(s.keys, g.token, ttl.Milliseconds(), prefer),
+	keys, epoch := s.keys, ""
+	if cfg.fencing {
+		if epoch, err = newToken(); err != nil {
+			return nil, nil, err
+		}
+		keys = s.fkeys
+	}
+	g.req = request{script: wire.SemAcquire, args: wire.SemAcquireArgs(keys, s.permits, g.token, ttl.Milliseconds(), prefer, w, epoch),
 		status: s.status, keep: true, gate: true, choice: &s.choice}
 	return s.c.take(ctx, &g)
 }
 
 // wait takes a permit, waiting as Acquire says; refused is when its
-// first round was refused (zero when it was not). After a round in which
-// the nodes took different slots, the next asks for the one most took.
+// first round was refused (zero when it was not). Every round carries
+// the call's place in the nodes' queues; after a round in which the
+// nodes took different slots, the next asks for the one most took. A
+// call that was refused anywhere leaves the queues when it ends.
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
-	prefer := -1
-	return s.c.waitUnqueued(ctx, []string{s.name}, cfg, func() (*Lock, error) {
-		l, r, err := s.try(ctx, ttl, cfg, prefer)
+	c := s.c
+	w := wire.SemWait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
+		Priority: c.cfg.clock.Now().UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
+	prefer, queued := -1, false
+	defer func() {
+		if queued {
+			c.tell(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID))
+		}
+	}()
+	return c.waitUnqueued(ctx, []string{s.name}, cfg, func() (*Lock, error) {
+		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {
 			prefer = r.won() // the slot most nodes took, if any did
+			queued = queued || !grantedEverywhere(r)
 		}
 		return l, err
 	})
@@ -169,4 +191,15 @@ func (s *Semaphore) permitStatus(addr string, reply any, err error) (NodeStatus,
 func permitSlot(reply any) int {
 	p, _ := wire.ParsePermit(reply)
 	return p.Slot
+}
+
+// grantedEverywhere reports whether every node granted round r by its
+// decision: no node can have queued the call.
+func grantedEverywhere(r *round) bool {
+	for _, n := range r.nodes {
+		if n.Status != NodeOK {
+			return false
+		}
+	}
+	return true
 }

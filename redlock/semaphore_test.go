@@ -110,10 +110,8 @@ func TestSemaphore_badArguments(t *testing.T) {
 		_, err = tc.s.Acquire(ctx, ttl)
 		require.ErrorContains(t, err, tc.want)
 	}
-	_, err := c.Semaphore("pool", 1).TryAcquire(ctx, ttl, WithFencing())
-	require.ErrorContains(t, err, "WithFencing is not supported on semaphores")
 	//lint:ignore SA1012 a nil context is what is tested
-	_, err = c.Semaphore("pool", 1).TryAcquire(nil, ttl)
+	_, err := c.Semaphore("pool", 1).TryAcquire(nil, ttl)
 	require.ErrorIs(t, err, errNilContext)
 }
 
@@ -138,4 +136,28 @@ func TestSemaphore_acquireWaitsForAPermit(t *testing.T) {
 	require.NoError(t, held.Unlock(ctx))
 	clk.Advance(100 * time.Millisecond) // the back-off; the fake nodes announce nothing
 	require.NoError(t, <-got)
+}
+
+// A fenced permit's fence is its slot's: each acquisition of a slot gets
+// a larger one than the slot's previous holder, and the other slot
+// counts on its own.
+func TestSemaphore_fencedPermitsCountPerSlot(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	s := c.Semaphore("pool", 2)
+	ctx := context.Background()
+	first, err := s.TryAcquire(ctx, ttl, WithFencing())
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first.Fence())
+	require.NoError(t, first.Unlock(ctx))
+	again, err := s.TryAcquire(ctx, ttl, WithFencing())
+	require.NoError(t, err)
+	require.Equal(t, first.Key(), again.Key(), "the first free slot")
+	require.Equal(t, uint64(2), again.Fence())
+	other, err := s.TryAcquire(ctx, ttl, WithFencing())
+	require.NoError(t, err)
+	require.NotEqual(t, again.Key(), other.Key())
+	require.Equal(t, uint64(1), other.Fence(), "the other slot's first fence")
+	plain, err := c.Semaphore("pool", 2).TryAcquire(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.Nil(t, plain)
 }

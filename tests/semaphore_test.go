@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -57,11 +58,11 @@ func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
 	require.Equal(t, 3, holders, "the per-node count admits three holders of two permits: %v", granted)
 
 	sem := redis.NewScript(-1, wire.SemAcquire.Source())
-	keys := wire.SemKeys(name, 2)
+	keys := wire.SemKeys(name, 2, false)
 	slots := map[string]map[int]int{"A": {}, "B": {}, "C": {}} // client -> slot -> nodes
 	for i, order := range arrivals {
 		for _, who := range order {
-			reply, err := sem.Do(conns[i], wire.SemAcquireArgs(keys, who, 60_000, -1)...)
+			reply, err := sem.Do(conns[i], wire.SemAcquireArgs(keys, 2, who, 60_000, -1, wire.SemWait{}, "")...)
 			require.NoError(t, err)
 			if p, ok := wire.ParsePermit(reply); ok && p.Code == wire.CodeAcquired {
 				slots[who][p.Slot]++
@@ -129,4 +130,102 @@ func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration
 	require.Positive(t, took.Load(), "permits were taken")
 	t.Logf("%d acquisitions, at most %d inside at once", took.Load(), most.Load())
 	return most.Load()
+}
+
+// awaitQueued waits until the queue of semaphore name holds n waiters on
+// every node.
+func awaitQueued(t *testing.T, e *env, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, s := range e.nodes {
+		for {
+			got, err := redis.Int(s.Do("ZCARD", wire.PermitWaitersKey(name)))
+			require.NoError(t, err)
+			if got == n {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "node %d queues %d waiters, want %d", i, got, n)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// A freed permit goes to the longest waiter: while callers wait, a
+// TryAcquire after a release is refused, and the waiters are served in
+// the order they began to wait.
+func TestSemaphore_aFreedPermitGoesToTheLongestWaiter(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 30*time.Second)
+	s := e.client().Semaphore(name, 1)
+	held, err := s.TryAcquire(ctx, 10*time.Second)
+	require.NoError(t, err)
+	type hold struct {
+		who int
+		l   *redlock.Lock
+	}
+	got := make(chan hold, 2)
+	for who := 1; who <= 2; who++ {
+		w := e.client().Semaphore(name, 1)
+		go func() {
+			l, err := w.Acquire(ctx, 10*time.Second)
+			assert.NoError(t, err, "waiter %d", who)
+			got <- hold{who, l}
+		}()
+		awaitQueued(t, e, name, who)
+	}
+	require.NoError(t, held.Unlock(ctx))
+	_, err = s.TryAcquire(ctx, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a newcomer took the permit of a waiter")
+	first := <-got
+	require.Equal(t, 1, first.who, "the first waiter is served first")
+	require.NotNil(t, first.l)
+	require.NoError(t, first.l.Unlock(ctx))
+	second := <-got
+	require.Equal(t, 2, second.who)
+	require.NotNil(t, second.l)
+	require.NoError(t, second.l.Unlock(ctx))
+	awaitQueued(t, e, name, 0)
+}
+
+// A waiter that gives up leaves the queues at once: a free permit is not
+// kept for it.
+func TestSemaphore_aWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 30*time.Second)
+	s := e.client().Semaphore(name, 1)
+	held, err := s.TryAcquire(ctx, 10*time.Second)
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.client().Semaphore(name, 1).Acquire(waitCtx, 10*time.Second)
+		done <- err
+	}()
+	awaitQueued(t, e, name, 1)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	awaitQueued(t, e, name, 0)
+	require.NoError(t, held.Unlock(ctx))
+	l, err := s.TryAcquire(ctx, time.Second)
+	require.NoError(t, err, "the permit was kept for a waiter that left")
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// Fenced permits: a fenced store refuses the write of a permit's earlier
+// holder once the slot's next holder wrote.
+func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 10*time.Second)
+	s := e.client().Semaphore(name, 1)
+	var last uint64
+	for range 3 {
+		l, err := s.TryAcquire(ctx, 5*time.Second, redlock.WithFencing())
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), last)
+		last = l.Fence()
+		require.NoError(t, l.Unlock(ctx))
+	}
 }

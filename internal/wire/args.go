@@ -161,33 +161,51 @@ func multiKeys(keys []string, more ...any) []any {
 }
 
 // SemKeys are the key count and keys of a semaphore of permits slots:
-// the slots, then its size key.
-func SemKeys(name string, permits int) []any {
-	args := make([]any, 0, permits+5)
-	args = append(args, permits+1)
+// the slots, its size key and its queue's two keys; fenced, also each
+// slot's fence counter and the node's epoch key for the name's hash slot.
+func SemKeys(name string, permits int, fenced bool) []any {
+	args := make([]any, 0, 2*permits+5)
+	args = append(args, permits+3)
 	for i := range permits {
 		args = append(args, PermitKey(name, i))
 	}
-	return append(args, PermitsKey(name))
+	args = append(args, PermitsKey(name), PermitWaitersKey(name), PermitDueKey(name))
+	if !fenced {
+		return args
+	}
+	for i := range permits {
+		args = append(args, FenceKey(PermitKey(name, i)))
+	}
+	args[0] = 2*permits + 4
+	return append(args, EpochKey(keyslot.Slot(name)))
 }
 
-// SemAcquireArgs are the semaphore acquisition's key count, keys and
-// arguments: a free slot takes token for ms, slot prefer first (-1 for
-// none). keys is SemKeys' result, shared by the rounds of one call.
-func SemAcquireArgs(keys []any, token string, ms int64, prefer int) []any {
-	return append(keys[:len(keys):len(keys)], token, ms, prefer)
+// SemWait is a waiting Acquire call's place in a semaphore's queue.
+type SemWait struct {
+	ID       string // the call's id, "<client id>.<n>"; "" for a call that does not wait
+	Priority int64  // when the call began to wait (µs of its Client's clock): smaller goes first
+	LifeMs   int64  // how long its place lasts on a node unless it asks again
 }
 
-// SemReleaseArgs are the semaphore release's key count, keys and
-// arguments: every slot but keep (-1 for none) that holds token is given
-// up and announced on the semaphore's release channel. keys is SemKeys'
-// result, without the size key.
-func SemReleaseArgs(name string, keys []any, token string, keep int) []any {
-	slots := len(keys) - 2 // the count, the slots, the size key
-	args := make([]any, 0, slots+4)
-	args = append(args, slots)
-	args = append(args, keys[1:1+slots]...)
-	return append(args, token, ReleaseChannel(name), keep)
+// SemAcquireArgs are the acquisition's key count, keys and arguments for
+// a semaphore of permits slots: a free slot takes token for ms, slot prefer first (-1 for
+// none), for the waiting call w (zero for none); epoch is the fencing
+// epoch ("" without fencing, and then keys must be unfenced). keys is
+// SemKeys' result, shared by the rounds of one call.
+func SemAcquireArgs(keys []any, permits int, token string, ms int64, prefer int, w SemWait, epoch string) []any {
+	return append(keys[:len(keys):len(keys)], token, ms, prefer, permits, w.ID, w.Priority, w.LifeMs, epoch)
+}
+
+// SemReleaseArgs are the release's key count, keys and arguments for a
+// semaphore of permits slots: every slot but keep (-1 for none) that holds token is given
+// up and announced on the semaphore's release channel, and the waiting
+// call waiter ("" for none) leaves the queue. keys is SemKeys' result.
+func SemReleaseArgs(name string, keys []any, permits int, token string, keep int, waiter string) []any {
+	args := make([]any, 0, permits+7)
+	args = append(args, permits+2)
+	args = append(args, keys[1:1+permits]...)
+	args = append(args, PermitWaitersKey(name), PermitDueKey(name))
+	return append(args, token, ReleaseChannel(name), keep, waiter)
 }
 
 // RWReadArgs are a reader's keys and arguments: token joins the readers

@@ -74,10 +74,15 @@ func FenceAt(reply any, n, k int) (Fence, error) {
 	if code, ok := vs[0].(int64); !ok || code != CodeAcquired {
 		return Fence{}, fmt.Errorf("unexpected reply %v", reply)
 	}
-	cs, ok1 := String(vs[1+2*k])
-	es, ok2 := String(vs[2+2*k])
+	return parseFence(vs[1+2*k], vs[2+2*k])
+}
+
+// parseFence reads a fence counter and an epoch from a reply.
+func parseFence(counter, epoch any) (Fence, error) {
+	cs, ok1 := String(counter)
+	es, ok2 := String(epoch)
 	if !ok1 || !ok2 {
-		return Fence{}, fmt.Errorf("unexpected reply %v", reply)
+		return Fence{}, fmt.Errorf("unexpected fence %v, epoch %v", counter, epoch)
 	}
 	c, err := strconv.ParseUint(cs, 10, 64)
 	if err != nil {
@@ -211,30 +216,36 @@ func ParseAnnouncement(msg string) Announcement {
 
 // Permit is one node's answer to the semaphore acquisition.
 type Permit struct {
-	Code int64 // CodeAcquired, CodeHeld, or CodeSize
-	Slot int   // CodeAcquired: the slot taken, from 0
-	PTTL int64 // CodeHeld: the least ms a slot has left; -1 unknown
-	Size int64 // CodeSize: the semaphore's size on the node
+	Code  int64 // CodeAcquired, CodeHeld, or CodeSize
+	Slot  int   // CodeAcquired: the slot taken, from 0
+	PTTL  int64 // CodeHeld: the least ms a slot has left; -1 unknown
+	Size  int64 // CodeSize: the semaphore's size on the node
+	Fence Fence // CodeAcquired, fenced: the slot's counter and the node's epoch
 }
 
-// ParsePermit reads slot + 1 (a grant), {0, pttl} or {3, size}.
+// ParsePermit reads slot + 1 (a grant), {slot + 1, counter, epoch} (a
+// fenced grant), {0, pttl} or {3, size}.
 func ParsePermit(reply any) (Permit, bool) {
 	if n, ok := reply.(int64); ok {
 		return Permit{Code: CodeAcquired, Slot: int(n - 1)}, n >= 1
 	}
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 2 {
+	if !ok || len(vs) < 2 {
 		return Permit{}, false
 	}
 	code, ok := vs[0].(int64)
-	if !ok {
+	switch {
+	case !ok:
 		return Permit{}, false
-	}
-	switch code {
-	case CodeHeld:
+	case len(vs) == 3 && code >= 1:
+		f, err := parseFence(vs[1], vs[2])
+		return Permit{Code: CodeAcquired, Slot: int(code - 1), Fence: f}, err == nil
+	case len(vs) != 2:
+		return Permit{}, false
+	case code == CodeHeld:
 		pttl, ok := vs[1].(int64)
 		return Permit{Code: code, PTTL: pttl}, ok
-	case CodeSize:
+	case code == CodeSize:
 		s, ok := String(vs[1])
 		n, err := strconv.ParseInt(s, 10, 64)
 		return Permit{Code: code, Size: n}, ok && err == nil

@@ -1,16 +1,27 @@
--- Semaphore acquisition: take the first free permit slot, in the order of
--- the slots, which every node shares, so that the nodes grant the same
--- slot when nothing is in flight. Each slot is a lock key of its own: a
--- permit is a slot granted by a quorum, exactly as a lock is.
-local n = #KEYS - 1 -- the permits: KEYS[1..n] are the slots
+-- Semaphore acquisition: take a free permit slot, in the order of the
+-- slots, which every node shares, so that the nodes grant the same slot
+-- when nothing is in flight. Each slot is a lock key of its own: a permit
+-- is a slot granted by a quorum, exactly as a lock is. Waiting calls
+-- queue by a priority their Client gives them (when they began to wait):
+-- a call takes a free slot only while more slots are free than live
+-- waiters go before it, so a freed permit goes to the longest waiter.
+local n = tonumber(ARGV[4]) -- the permits: KEYS[1..n] are the slots
 local permitsKey = KEYS[n + 1] -- the semaphore's size, as the first Client set it
+local waiters = KEYS[n + 2] -- sorted set: waiter id by priority, smaller first
+local due = KEYS[n + 3] -- sorted set: waiter id by the node time (µs) it is stale after
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the TTL in ms
 local prefer = tonumber(ARGV[3]) -- a slot (from 0) to try first, -1 for none
+local waiter = ARGV[5] -- the waiting call's id; "" for a call that does not wait
+local priority = ARGV[6] -- the waiting call's priority (an integer)
+local life = tonumber(ARGV[7]) -- how long (ms) a refused waiter's place lasts unless it asks again
+local epoch = ARGV[8] -- with fencing: a random epoch, stored only when the node has none yet; "" without
 
 -- Returns slot + 1 when a slot was taken (slot from 0; an integer, the
--- cheapest reply); {0, pttl} when every slot is held, pttl the least ms
--- one of them has left (-1: a slot without TTL); {3, size} when the
+-- cheapest reply), {slot + 1, counter, epoch} with fencing (the slot's
+-- fence counter, KEYS[n + 3 + slot + 1], and the node's epoch,
+-- KEYS[2n + 4]); {0, pttl} when no slot is free for this call, pttl the
+-- least ms a held slot has left (-1: unknown); {3, size} when the
 -- semaphore has another size here.
 local size = redis.call("GET", permitsKey)
 if not size then
@@ -18,21 +29,75 @@ if not size then
 elseif tonumber(size) ~= n then
 	return {3, size}
 end
-local function take(i)
-	if redis.call("SET", KEYS[i], token, "NX", "PX", ttl) then
-		return i
+
+-- ahead counts the live waiters that go before this call, dropping stale
+-- ones (a bounded number per call); now is the node time in µs, read
+-- only when someone waits.
+local ahead, now = 0, nil
+if redis.call("ZCARD", waiters) > 0 then
+	local t = redis.call("TIME")
+	now = t[1] * 1000000 + t[2]
+	local stale = redis.call("ZRANGEBYSCORE", due, "-inf", now, "LIMIT", 0, 64)
+	if #stale > 0 then
+		redis.call("ZREM", waiters, unpack(stale))
+		redis.call("ZREM", due, unpack(stale))
 	end
-	return nil
+	if waiter == "" then
+		ahead = redis.call("ZCARD", waiters)
+	else
+		ahead = redis.call("ZCOUNT", waiters, "-inf", "(" .. priority)
+	end
 end
-local got = prefer >= 0 and prefer < n and take(prefer + 1)
+
+-- take sets slot i (1..n) to the token when it is free.
+local function take(i)
+	return redis.call("SET", KEYS[i], token, "NX", "PX", ttl) and i
+end
+
+-- pick takes a slot and returns it (1..n): prefer when free, else the
+-- first free one; nil when no more than ahead are free.
+local function pick()
+	if ahead == 0 then
+		local got = prefer >= 0 and prefer < n and take(prefer + 1)
+		for i = 1, n do
+			got = got or take(i)
+		end
+		return got or nil
+	end
+	local free, first = 0, nil
+	for i = 1, n do
+		if redis.call("EXISTS", KEYS[i]) == 0 then
+			free = free + 1
+			if not first or i == prefer + 1 then
+				first = i
+			end
+		end
+	end
+	return free > ahead and take(first) or nil
+end
+
+local got = pick()
 if got then
+	if now and waiter ~= "" then
+		redis.call("ZREM", waiters, waiter)
+		redis.call("ZREM", due, waiter)
+	end
+	if epoch ~= "" then
+		local epochKey = KEYS[2 * n + 4]
+		redis.call("SET", epochKey, epoch, "NX")
+		return {got, redis.call("GET", KEYS[n + 3 + got]) or "0", redis.call("GET", epochKey)}
+	end
 	return got
 end
-for i = 1, n do
-	got = take(i)
-	if got then
-		return got
+if waiter ~= "" then
+	if not now then
+		local t = redis.call("TIME")
+		now = t[1] * 1000000 + t[2]
 	end
+	redis.call("ZADD", waiters, priority, waiter)
+	redis.call("ZADD", due, now + life * 1000, waiter)
+	redis.call("PEXPIRE", waiters, 2 * life)
+	redis.call("PEXPIRE", due, 2 * life)
 end
 local least = -1
 for i = 1, n do
