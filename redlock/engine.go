@@ -55,7 +55,7 @@ func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 	case g.kind == kindSemaphore:
 		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.sem.permits, g.token, keep, "")
 	case g.kind == kindRW:
-		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token)
+		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token, "")
 	case g.kind == kindMulti:
 		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
 	case g.req.script == nil:
@@ -150,6 +150,8 @@ func grantStatus(addr string, reply any, err error) (NodeStatus, error) {
 	}
 	a, ok := wire.ParseAcquire(reply)
 	switch {
+	case !ok && isKindRefusal(reply):
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: errHeldAsRW}
 	case !ok:
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
 	case a.Code != wire.CodeAcquired:
@@ -210,4 +212,15 @@ func retryAfter(nodes []NodeResult, quorum int) (d time.Duration, ok bool) {
 	}
 	slices.Sort(ttls)
 	return ttls[need-1], true
+}
+
+// errHeldAsRW is a node's answer to a mutex call on a name a read-write
+// lock holds.
+var errHeldAsRW = errors.New("the name is held as a read-write lock (RWLock) on this node: a name is either a mutex or a read-write lock")
+
+// isKindRefusal reports whether reply is a script's {4}: the name is held
+// as another kind of lock.
+func isKindRefusal(reply any) bool {
+	vs, ok := reply.([]any)
+	return ok && len(vs) == 1 && vs[0] == int64(wire.CodeKind)
 }

@@ -250,7 +250,7 @@ func (l *Lock) releaseRequest() request {
 	case l.sem != nil:
 		req.script, req.args = wire.SemRelease, wire.SemReleaseArgs(l.sem.name, l.sem.keys, l.sem.permits, l.token, -1, "")
 	case l.rw != nil:
-		req.script, req.args = wire.RWRelease, wire.RWReleaseArgs(l.rw.name, &l.rw.keys, l.token)
+		req.script, req.args = wire.RWRelease, wire.RWReleaseArgs(l.rw.name, &l.rw.keys, l.token, "")
 	case l.keys != nil:
 		req.script, req.args = wire.MultiRelease, wire.MultiReleaseArgs(l.keys, l.token)
 	case l.queueID != "" || l.c.notify.subscribed(l.key):

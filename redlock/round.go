@@ -525,15 +525,21 @@ func (e *notAnnounced) Error() string {
 	return "the release was not announced: the user lacks the PUBLISH permission for the channel (NOPERM); the node said: " + e.msg
 }
 
-// setStatus reads the answer to SET NX: OK, or nil when the key exists.
+// setStatus reads the answer to SET NX GET: nil when it took the key,
+// the holder's value when the key exists (failed when that is a
+// read-write lock's marker: a name is one kind of lock).
 func setStatus(addr string, reply any, err error) (NodeStatus, error) {
-	switch {
-	case err != nil:
+	if err != nil {
 		return NodeFailed, err
-	case reply == nil:
-		return NodeRefused, nil
-	case reply == "OK":
+	}
+	if reply == nil {
 		return NodeOK, nil
 	}
-	return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
+	switch v, ok := wire.String(reply); {
+	case !ok:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
+	case v == wire.RWMarker:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: errHeldAsRW}
+	}
+	return NodeRefused, nil
 }

@@ -27,7 +27,8 @@ type RWLock struct {
 // RWLock returns the read-write lock name. Nothing is sent until a call;
 // an empty name makes every call fail. A name is one kind of lock: while
 // a mutex (Lock, TryLock) holds name, every call fails with an error that
-// says so.
+// says so, and while anyone holds the read-write lock, so does a mutex
+// call on name.
 func (c *Client) RWLock(name string) *RWLock {
 	return &RWLock{c: c, name: name, keys: wire.RWKeys(name)}
 }
@@ -93,20 +94,20 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	if wait {
 		l, refused, err = rw.wait(ctx, ttl, cfg, reader)
 	} else {
-		l, err = rw.try(ctx, ttl, cfg, reader, "")
+		l, _, err = rw.try(ctx, ttl, cfg, reader, "")
 	}
 	rw.c.acquired(rw.name, since, refused, l, err)
 	return l, err
 }
 
 // try is one round of a reader, or of the writer whose waiting call is
-// waiter ("" for none).
-func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string) (*Lock, error) {
+// waiter ("" for none). It returns the round too, nil when none was sent.
+func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string) (*Lock, *round, error) {
 	c := rw.c
 	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: kindRW, rw: rw}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	g.req = request{script: wire.RWRead, args: wire.RWReadArgs(&rw.keys, g.token, ttl.Milliseconds()),
 		status: rw.status, keep: true, gate: true}
@@ -119,20 +120,27 @@ func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, re
 		g.req.script = wire.RWWrite
 		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), intent, waiter)
 	}
-	l, _, err := c.take(ctx, &g)
-	return l, err
+	return c.take(ctx, &g)
 }
 
 // wait takes the lock, waiting as RLock and Lock say; refused is when
 // its first round was refused (zero when it was not). A waiting writer's
-// rounds carry its call's id, which its intent holds.
+// rounds carry its call's id, which its intent holds; a writer refused
+// anywhere takes its intent away when the call ends.
 func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (*Lock, time.Time, error) {
-	waiter := ""
+	waiter, refused := "", false
 	if !reader {
 		waiter = rw.c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
+		defer func() {
+			if refused {
+				rw.c.tell(ctx, wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, "", waiter))
+			}
+		}()
 	}
 	return rw.c.waitUnqueued(ctx, []string{rw.name}, cfg, func() (*Lock, error) {
-		return rw.try(ctx, ttl, cfg, reader, waiter)
+		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter)
+		refused = refused || r != nil && !grantedEverywhere(r)
+		return l, err
 	})
 }
 
@@ -143,7 +151,7 @@ func (rw *RWLock) status(addr string, reply any, err error) (NodeStatus, error) 
 	if err != nil {
 		return NodeFailed, err
 	}
-	if vs, ok := reply.([]any); ok && len(vs) == 1 && vs[0] == int64(wire.CodeKind) {
+	if isKindRefusal(reply) {
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
 			"%q is held as a mutex (Lock, TryLock) on this node: a name is either a mutex or a read-write lock", rw.name)}
 	}

@@ -99,8 +99,55 @@ func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
 	require.ErrorContains(t, err, `"doc" is held as a mutex`)
 	require.NoError(t, m.Unlock(ctx))
 
+	// And the other way round: while the read-write lock is held, by a
+	// reader or the writer, a mutex call on its name fails, the plain
+	// round as the script's; once it is free, the name is free.
+	for _, take := range []func(context.Context, time.Duration, ...LockOption) (*Lock, error){
+		c.RWLock("doc").TryRLock, c.RWLock("doc").TryLock} {
+		h, err := take(ctx, ttl)
+		require.NoError(t, err)
+		for _, opts := range [][]LockOption{nil, {WithFencing()}} {
+			_, err = c.TryLock(ctx, "doc", ttl, opts...)
+			require.ErrorIs(t, err, ErrNotAcquired)
+			require.ErrorContains(t, err, "held as a read-write lock")
+			require.False(t, quorumError(t, err).Busy())
+		}
+		require.NoError(t, h.Unlock(ctx))
+		m, err := c.TryLock(ctx, "doc", ttl)
+		require.NoError(t, err, "the last holder out frees the name")
+		require.NoError(t, m.Unlock(ctx))
+	}
+
 	_, err = c.RWLock("").TryRLock(ctx, ttl)
 	require.ErrorContains(t, err, "empty key")
 	_, err = c.RWLock("doc").TryLock(ctx, ttl, WithFencing())
 	require.ErrorContains(t, err, "WithFencing is not supported")
+}
+
+// A writer that gives up waiting takes its intent away: readers are not
+// held back by a writer that is gone.
+func TestRWLock_aWriterThatGivesUpTakesItsIntentAway(t *testing.T) {
+	asked := make(signalRetry, 1)
+	c, nodes, _ := newFakeClient(t, 5, withPacer(asked))
+	rw := c.RWLock("doc")
+	ctx := context.Background()
+	r, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	got := make(chan error, 1)
+	go func() {
+		_, err := rw.Lock(wctx, ttl)
+		got <- err
+	}()
+	<-asked // the writer was refused twice: its intent is on the nodes
+	_, err = rw.TryRLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "a new reader waits behind the writer")
+	cancel()
+	require.ErrorIs(t, <-got, context.Canceled)
+	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, c.Close()) // it waits for the background work: the intent's removal
+	other, _ := newClientOn(t, nodes)
+	r2, err := other.RWLock("doc").TryRLock(ctx, ttl)
+	require.NoError(t, err, "the intent of a writer that left holds readers back")
+	require.NoError(t, r2.Unlock(ctx))
 }

@@ -93,3 +93,24 @@ func rwTurn(ctx context.Context, rw *redlock.RWLock, reader bool, st *rwStats, l
 	count.Add(1)
 	return unlockOrLost(ctx, l, lost)
 }
+
+// A name is one kind of lock, on real nodes too: while a reader holds
+// the read-write lock, a mutex call on its name fails with an error that
+// says why, and once the reader is gone the name is free.
+func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	c := e.client()
+	ctx := ctxT(t, 10*time.Second)
+	r, err := c.RWLock(name).TryRLock(ctx, longTTL)
+	require.NoError(t, err)
+	_, err = c.TryLock(ctx, name, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "held as a read-write lock")
+	_, err = c.TryLock(ctx, name, time.Second, redlock.WithFencing())
+	require.ErrorContains(t, err, "held as a read-write lock")
+	require.NoError(t, r.Unlock(ctx))
+	m, err := c.TryLock(ctx, name, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, m.Unlock(ctx))
+}

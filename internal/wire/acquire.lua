@@ -14,7 +14,8 @@ local waited = tonumber(ARGV[10]) -- how long (µs) the waiter has waited by its
 local refresh = tonumber(ARGV[11]) -- the longest (ms) a waiter sleeps between rounds
 local round = tonumber(ARGV[12]) -- the number of this round among the waiter's rounds
 local mine = ARGV[13] -- the waiter's hand-off token, "" for none
-local epoch = ARGV[14] -- with fencing: a random epoch, stored only when the node has none yet
+local epoch = ARGV[14] -- with fencing: a random epoch, stored only when the node has none yet; "" without
+local rwMarker = ARGV[15] -- what the key holds while a read-write lock holds the name
 
 -- A release gives the key to the head of the queue (giveToHead,
 -- queue.lua), and so does a waiter that finds the key free while an older
@@ -25,7 +26,8 @@ local epoch = ARGV[14] -- with fencing: a random epoch, stored only when the nod
 -- told it holds, nor queue the waiter again.
 -- Returns 1 when acquired, {1, counter, epoch} with fencing; {0, pttl}
 -- when the key is held, pttl its ms left (-1: no TTL); {2, pttl} when it
--- is reserved for another waiter, pttl the reservation's ms left.
+-- is reserved for another waiter, pttl the reservation's ms left; {4}
+-- when a read-write lock holds the name.
 local v = redis.call("GET", key)
 local now = 0
 if id ~= "" then
@@ -77,6 +79,9 @@ if own then
 		return {1, redis.call("GET", fenceKey) or "0", redis.call("GET", epochKey)}
 	end
 	return 1
+end
+if v == rwMarker then
+	return {4}
 end
 local code, pttl = 0, redis.call("PTTL", key)
 if string.sub(v, 1, #reservedPrefix) == reservedPrefix then

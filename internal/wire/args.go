@@ -49,11 +49,7 @@ func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) 
 		args = append(args, FenceKey(key), EpochKey(keyslot.Slot(key)))
 	}
 	args = q.appendQueue(args, key)
-	args = append(args, token, ms, w.ID, w.Since, w.Waited, q.refresh, w.Round, w.Handoff)
-	if epoch != "" {
-		args = append(args, epoch)
-	}
-	return args
+	return append(args, token, ms, w.ID, w.Since, w.Waited, q.refresh, w.Round, w.Handoff, epoch, RWMarker)
 }
 
 // ReleaseArgs are the release script's keys and arguments: key gives up
@@ -90,10 +86,11 @@ func ReleaseFreeArgs(key, token any) []any {
 	return []any{key, token, ReleasedPrefix}
 }
 
-// SetArgs are the arguments of SET key token NX PX ms, the plain
-// acquisition that needs no script.
+// SetArgs are the arguments of SET key token NX PX ms GET, the plain
+// acquisition that needs no script: nil when it took the key, the
+// holder's value when it did not (Redis 7 and Valkey take NX with GET).
 func SetArgs(key, token string, ms int64) []any {
-	return []any{key, token, "NX", "PX", ms}
+	return []any{key, token, "NX", "PX", ms, "GET"}
 }
 
 // ExtendArgs are the extension script's keys and arguments: key, if it
@@ -211,27 +208,28 @@ func SemReleaseArgs(name string, keys []any, permits int, token string, keep int
 // RWReadArgs are a reader's keys and arguments: token joins the readers
 // of the lock whose keys are keys (RWKeys) for ms.
 func RWReadArgs(keys *[4]string, token string, ms int64) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ms}
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, RWMarker}
 }
 
 // RWWriteArgs are a writer's keys and arguments: token takes the lock for
 // ms; a refused waiting writer (waiter, its id, not "") leaves its intent
 // for intentMs.
 func RWWriteArgs(keys *[4]string, token string, ms, intentMs int64, waiter string) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, intentMs, waiter}
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, intentMs, waiter, RWMarker}
 }
 
 // RWExtendArgs are the extension's keys and arguments: the writer or
 // reader token lives ms from now.
 func RWExtendArgs(keys *[4]string, token string, ms int64) []any {
-	return []any{keys[0], keys[1], token, ms}
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, RWMarker}
 }
 
 // RWReleaseArgs are the release's keys and arguments: the writer or
 // reader token of the lock name gives up its hold, announced on name's
-// release channel.
-func RWReleaseArgs(name string, keys *[4]string, token string) []any {
-	return []any{keys[0], keys[1], token, ReleaseChannel(name)}
+// release channel, and the waiting writer waiter ("" for none) takes its
+// intent away.
+func RWReleaseArgs(name string, keys *[4]string, token, waiter string) []any {
+	return []any{keys[0], keys[1], keys[2], keys[3], token, ReleaseChannel(name), RWMarker, waiter}
 }
 
 // LeaderWriteArgs are the leader record's keys and arguments: the record

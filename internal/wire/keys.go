@@ -103,6 +103,12 @@ func RWKeys(name string) [4]string {
 		keyslot.Helper(name, "rw:intent"), name}
 }
 
+// RWMarker is what the name of a read-write lock holds, as a mutex's key,
+// while anyone holds the read-write lock: a mutex's SET NX on the name
+// fails, and its reply (SET ... GET) or the acquisition script says the
+// name is a read-write lock's.
+const RWMarker = "redlock:rwlock"
+
 // ElectionKey is the lock key of the election name: a fenced mutex whose
 // holder leads, in name's hash slot. Its fence is the leader's term.
 func ElectionKey(name string) string { return keyslot.Helper(name, "election") }

@@ -10,11 +10,13 @@ local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the TTL in ms
 local intentMs = tonumber(ARGV[3]) -- how long a refused waiting writer's intent lasts; 0 for none
 local waiter = ARGV[4] -- the waiting writer's id, which its intent holds; "" for none
+local marker = ARGV[5] -- what the mutex key holds while the read-write lock is held
 
 -- Returns 1 when taken; {0, pttl} when refused, pttl the ms until the
 -- holders (the writer, or the last live reader) or the other writer's
 -- intent run out; {4} when a mutex holds the name.
-if redis.call("EXISTS", mutex) == 1 then
+local m = redis.call("GET", mutex)
+if m and m ~= marker then
 	return {4}
 end
 local function refuse(pttl)
@@ -48,6 +50,10 @@ if other and other ~= waiter then
 	return {0, redis.call("PTTL", intent)}
 end
 redis.call("SET", writer, token, "PX", ttl)
+-- The marker refuses a mutex on the name while anyone holds it.
+if not m or redis.call("PTTL", mutex) < tonumber(ttl) then
+	redis.call("SET", mutex, marker, "PX", ttl)
+end
 if other then
 	redis.call("DEL", intent)
 end

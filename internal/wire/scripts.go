@@ -91,12 +91,12 @@ var (
 	RWRead = pool.NewScript(4, rwReadSource)
 	// RWWrite takes a read-write lock for a writer (RWKeys' 4 keys).
 	RWWrite = pool.NewScript(4, rwWriteSource)
-	// RWExtend extends a read-write lock's writer or a live reader (the
-	// first 2 of RWKeys).
-	RWExtend = pool.NewScript(2, rwExtendSource)
-	// RWRelease gives up a read-write lock's writer or reader (the first
-	// 2 of RWKeys).
-	RWRelease = pool.NewScript(2, rwReleaseSource)
+	// RWExtend extends a read-write lock's writer or a live reader
+	// (RWKeys' 4 keys).
+	RWExtend = pool.NewScript(4, rwExtendSource)
+	// RWRelease gives up a read-write lock's writer or reader, or a
+	// waiting writer's intent (RWKeys' 4 keys).
+	RWRelease = pool.NewScript(4, rwReleaseSource)
 	// LeaderWrite writes an election's leader record while the election
 	// key holds the leader's token, and announces it.
 	LeaderWrite = pool.NewScript(2, leaderWriteSource)
