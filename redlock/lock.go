@@ -248,7 +248,7 @@ func (l *Lock) releaseRequest() request {
 	req := request{script: wire.Release, status: doneStatus, after: l.after, always: true}
 	switch {
 	case l.sem != nil:
-		req.script, req.args = wire.SemRelease, wire.SemReleaseArgs(l.sem.name, l.sem.keys, l.sem.permits, l.token, -1, "")
+		req.script, req.args = wire.SemRelease, wire.SemReleaseSlotArgs(l.sem.name, l.key, l.token)
 	case l.rw != nil:
 		req.script, req.args = wire.RWRelease, wire.RWReleaseArgs(l.rw.name, &l.rw.keys, l.token, "")
 	case l.keys != nil:

@@ -190,7 +190,11 @@ type SemWait struct {
 // epoch ("" without fencing, and then keys must be unfenced). keys is
 // SemKeys' result, shared by the rounds of one call.
 func SemAcquireArgs(keys []any, permits int, token string, ms int64, prefer int, w SemWait, epoch string) []any {
-	return append(keys[:len(keys):len(keys)], token, ms, prefer, permits, w.ID, w.Priority, w.LifeMs, epoch)
+	args := append(keys[:len(keys):len(keys)], token, ms, prefer, permits)
+	if w.ID == "" && epoch == "" {
+		return args // the script reads the rest as none
+	}
+	return append(args, w.ID, w.Priority, w.LifeMs, epoch)
 }
 
 // SemReleaseArgs are the release's key count, keys and arguments for a
@@ -203,6 +207,13 @@ func SemReleaseArgs(name string, keys []any, permits int, token string, keep int
 	args = append(args, keys[1:1+permits]...)
 	args = append(args, PermitWaitersKey(name), PermitDueKey(name))
 	return append(args, token, ReleaseChannel(name), keep, waiter)
+}
+
+// SemReleaseSlotArgs are the release's key count, keys and arguments for
+// the one slot key of the semaphore name that a permit holds with token:
+// Unlock knows the slot its permit is on.
+func SemReleaseSlotArgs(name, slot, token string) []any {
+	return []any{3, slot, PermitWaitersKey(name), PermitDueKey(name), token, ReleaseChannel(name), -1, ""}
 }
 
 // RWReadArgs are a reader's keys and arguments: token joins the readers

@@ -12,10 +12,11 @@ local due = KEYS[n + 3] -- sorted set: waiter id by the node time (µs) it is st
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the TTL in ms
 local prefer = tonumber(ARGV[3]) -- a slot (from 0) to try first, -1 for none
-local waiter = ARGV[5] -- the waiting call's id; "" for a call that does not wait
+-- The rest is absent for a call that neither waits nor is fenced.
+local waiter = ARGV[5] or "" -- the waiting call's id; "" for a call that does not wait
 local priority = ARGV[6] -- the waiting call's priority (an integer)
 local life = tonumber(ARGV[7]) -- how long (ms) a refused waiter's place lasts unless it asks again
-local epoch = ARGV[8] -- with fencing: a random epoch, stored only when the node has none yet; "" without
+local epoch = ARGV[8] or "" -- with fencing: a random epoch, stored only when the node has none yet; "" without
 
 -- Returns slot + 1 when a slot was taken (slot from 0; an integer, the
 -- cheapest reply), {slot + 1, counter, epoch} with fencing (the slot's
