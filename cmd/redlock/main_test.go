@@ -19,6 +19,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// lockerOptions are those of the Client that takes the locks the command
+// inspects: restart safety off and a generous node timeout, so that a
+// slow first check on a loaded machine cannot keep a new node out of the
+// quorums (the command is under test, not the locking).
+var lockerOptions = []redlock.Option{redlock.WithRestartSafety(0), redlock.WithNodeTimeout(2 * time.Second)}
+
 func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -37,7 +43,7 @@ func TestInspectAndForceRelease_onRealNodes(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 		pools = append(pools, p)
 	}
-	c, err := redlock.New(pools)
+	c, err := redlock.New(pools, lockerOptions...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
@@ -117,7 +123,7 @@ func TestInspect_theOtherKindsOnRealNodes(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 		pools = append(pools, p)
 	}
-	c, err := redlock.New(pools)
+	c, err := redlock.New(pools, lockerOptions...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
