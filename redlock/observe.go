@@ -61,9 +61,10 @@ type EventKind uint8
 
 // The events of a lock's life and of its nodes.
 const (
-	// EventAcquired: TryLock or Lock returned a lock. Duration is the
-	// call's time; Wait is how long Lock waited after its first round was
-	// refused (zero when that round took the lock, and for TryLock).
+	// EventAcquired: TryLock or Lock (or another kind's call: Event.Lock)
+	// returned a lock. Duration is the call's time; Wait is how long Lock
+	// waited after its first round was refused (zero when that round took
+	// the lock, and for TryLock).
 	EventAcquired EventKind = iota + 1
 	// EventNotAcquired: TryLock or Lock failed; Err is its error (a
 	// *QuorumError: Busy, unreachable nodes, or the context's end).
@@ -142,8 +143,12 @@ type Event struct {
 	Kind EventKind
 	// Lock is the kind of lock the event concerns (the call that took
 	// it); zero for node events (EventNodeReset, EventNodeExcluded).
-	Lock     LockKind
-	Key      string        // the lock key (a multi-key lock's keys joined by commas); "" for node events
+	Lock LockKind
+	// Key is the lock key: a multi-key lock's keys joined by commas; a
+	// semaphore's or read-write lock's name in its acquisition events
+	// (its permit's slot key or its readers' or writer's key in the
+	// others); "" for node events.
+	Key      string
 	Node     string        // the node's address, for node events
 	Duration time.Duration // see each EventKind
 	Wait     time.Duration // EventAcquired: how long the call waited after its first round was refused
