@@ -13,9 +13,11 @@
 // The meter's scope is ScopeName. Durations are histograms in seconds
 // ("s"); counters count ones.
 //
-//   - redlock.lock.acquire.duration (histogram, s): every TryLock and Lock
-//     call that reached the nodes, from its start to its return (calls
-//     with bad arguments are not counted). Attribute redlock.outcome:
+//   - redlock.lock.acquire.duration (histogram, s): every call that takes
+//     a lock (TryLock, Lock, a semaphore's TryAcquire and Acquire, a
+//     read-write lock's calls, a campaign) that reached the nodes, from
+//     its start to its return (calls with bad arguments are not
+//     counted). Attributes redlock.kind (below) and redlock.outcome:
 //     "acquired"; "busy": the key is held by another owner on too many
 //     nodes for a quorum (a *redlock.QuorumError whose Busy is true);
 //     "canceled": the call was ended on the caller's side: its context
@@ -27,24 +29,24 @@
 //     too little validity left after a slow round.
 //   - redlock.lock.wait.duration (histogram, s): Lock calls that got the
 //     lock after their first round was refused, how long they waited
-//     (the whole call). No attributes. Acquisitions that did not wait are
+//     (the whole call). Attribute redlock.kind. Acquisitions that did not wait are
 //     not recorded: acquire.duration counts them already, and zeros would
 //     swamp the percentiles of the waits that matter. Waits that ended
 //     without the lock are in acquire.duration (canceled).
 //   - redlock.lock.held.duration (histogram, s): how long each lock was
 //     held, from its acquisition round's start to its release by Unlock
-//     or to the moment the Client learned of its loss. No attributes.
-//     Restored locks (Client.Restore), whose start is unknown, are not
+//     or to the moment the Client learned of its loss. Attribute
+//     redlock.kind. Restored locks (Client.Restore), whose start is unknown, are not
 //     recorded.
 //   - redlock.lock.lost (counter, {lock}): locks that ended before
-//     Unlock, once per lock. Attribute redlock.cause: "expired": the
+//     Unlock, once per lock. Attributes redlock.kind and redlock.cause: "expired": the
 //     validity ran out without an extension in time (redlock.ErrExpired);
 //     "lost": an extension or the release found fewer than a quorum of
 //     nodes holding the token (redlock.ErrLockLost); "other": any other
 //     cause.
 //   - redlock.lock.extend.failed (counter, {round}): extension rounds,
 //     by Extend or by automatic extension, that did not reach a quorum;
-//     the lock may still be valid. No attributes.
+//     the lock may still be valid. Attribute redlock.kind.
 //   - redlock.node.duration (histogram, s): for every node of every
 //     round that replied before the round was decided, the time from the
 //     round's start to its reply. Attributes: server.address, the node's
@@ -63,6 +65,14 @@
 //   - redlock.node.excluded (counter, {exclusion}): restart safety
 //     stopped counting a node toward quorums (redlock.WithRestartSafety).
 //     Attribute server.address.
+//
+// redlock.kind is the kind of lock (redlock.LockKind): "mutex" (one
+// key), "multi" (several keys at once), "semaphore" (a permit),
+// "rwlock_read" and "rwlock_write" (a read-write lock's reader and
+// writer), "election" (a leadership: a campaign's wait for it, its term,
+// its loss or resignation). A dashboard can then tell a semaphore whose
+// callers wait for permits from contended mutexes, or readers from
+// writers.
 //
 // No instrument has the lock key as an attribute: keys are unbounded, and
 // a series per key would grow without limit. The attributes above have a

@@ -3,6 +3,7 @@ package otelredlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -38,7 +39,12 @@ const (
 	addressKey     = attribute.Key("server.address") // as in OpenTelemetry's semantic conventions
 	nodeOutcomeKey = attribute.Key("redlock.node.outcome")
 	operationKey   = attribute.Key("redlock.operation")
+	kindKey        = attribute.Key("redlock.kind")
 )
+
+// numKinds bounds the values of redlock.LockKind, the index of the
+// options by kind: 0, the zero LockKind, records without redlock.kind.
+const numKinds = int(redlock.KindElection) + 1
 
 // latencyBounds are the bucket boundaries, in seconds, of the acquisition,
 // wait and node histograms: a 1-2.5-5 series from 100µs (a request to a
@@ -113,9 +119,12 @@ type observer struct {
 	acquire, wait, held, node     metric.Float64Histogram
 	lost, extend, reset, excluded metric.Int64Counter
 
-	acquireOpts [numOutcomes][]metric.RecordOption // by outcome
-	lostOpts    [numCauses][]metric.AddOption      // by cause
-	noOpts      []metric.RecordOption              // no attributes
+	// The options of the lock instruments, by kind of lock (numKinds),
+	// then by outcome or cause.
+	acquireOpts        [numKinds][numOutcomes][]metric.RecordOption
+	lostOpts           [numKinds][numCauses][]metric.AddOption
+	waitOpts, heldOpts [numKinds][]metric.RecordOption
+	extendOpts         [numKinds][]metric.AddOption
 
 	// nodes holds the options of node.duration by node and operation.
 	// Readers take no lock: the map is replaced, never changed, under mu.
@@ -155,16 +164,29 @@ func newObserver(mp metric.MeterProvider) *observer {
 	o.reset = counter(m, resetName, "{reset}", "Times a node was seen to have lost its data.")
 	o.excluded = counter(m, excludedName, "{exclusion}", "Times restart safety stopped counting a node toward quorums.")
 
-	for i, name := range outcomeNames {
-		o.acquireOpts[i] = recordOpts(outcomeKey.String(name))
-	}
-	for i, name := range causeNames {
-		o.lostOpts[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(causeKey.String(name)))}
-	}
-	o.noOpts = recordOpts()
+	o.lockOpts()
 	empty := map[nodeKey]*nodeOpts{}
 	o.nodes.Store(&empty)
 	return o
+}
+
+// lockOpts builds the options of the lock instruments: redlock.kind (none
+// for the zero LockKind) and each outcome or cause.
+func (o *observer) lockOpts() {
+	for k := range numKinds {
+		var kind []attribute.KeyValue
+		if k > 0 {
+			kind = []attribute.KeyValue{kindKey.String(redlock.LockKind(k).String())}
+		}
+		with := func(kv attribute.KeyValue) []attribute.KeyValue { return append(slices.Clip(kind), kv) }
+		for i, name := range outcomeNames {
+			o.acquireOpts[k][i] = recordOpts(with(outcomeKey.String(name))...)
+		}
+		for i, name := range causeNames {
+			o.lostOpts[k][i] = addOpts(with(causeKey.String(name))...)
+		}
+		o.waitOpts[k], o.heldOpts[k], o.extendOpts[k] = recordOpts(kind...), recordOpts(kind...), addOpts(kind...)
+	}
 }
 
 // histogram makes a float64 histogram in seconds with bounds.
@@ -195,6 +217,11 @@ func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 // recordOpts returns the options that record with attrs.
 func recordOpts(attrs ...attribute.KeyValue) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
+}
+
+// addOpts returns the options that add with attrs.
+func addOpts(attrs ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
 }
 
 // Round records the latency of every node of the round that replied.
@@ -250,25 +277,29 @@ func (o *observer) nodeOpts(addr string, op redlock.Op) *nodeOpts {
 
 // Event records the events of a lock's life and of the nodes.
 func (o *observer) Event(e redlock.Event) {
+	k := int(e.Lock)
+	if k >= numKinds {
+		k = 0
+	}
 	switch e.Kind {
 	case redlock.EventAcquired:
-		o.acquire.Record(o.ctx, e.Duration.Seconds(), o.acquireOpts[outcomeAcquired]...)
+		o.acquire.Record(o.ctx, e.Duration.Seconds(), o.acquireOpts[k][outcomeAcquired]...)
 		if e.Wait > 0 {
-			o.wait.Record(o.ctx, e.Wait.Seconds(), o.noOpts...)
+			o.wait.Record(o.ctx, e.Wait.Seconds(), o.waitOpts[k]...)
 		}
 	case redlock.EventNotAcquired:
-		o.acquire.Record(o.ctx, e.Duration.Seconds(), o.acquireOpts[acquireOutcome(e.Err)]...)
+		o.acquire.Record(o.ctx, e.Duration.Seconds(), o.acquireOpts[k][acquireOutcome(e.Err)]...)
 	case redlock.EventReleased:
 		if e.Duration > 0 {
-			o.held.Record(o.ctx, e.Duration.Seconds(), o.noOpts...)
+			o.held.Record(o.ctx, e.Duration.Seconds(), o.heldOpts[k]...)
 		}
 	case redlock.EventLost:
-		o.lost.Add(o.ctx, 1, o.lostOpts[lostCause(e.Err)]...)
+		o.lost.Add(o.ctx, 1, o.lostOpts[k][lostCause(e.Err)]...)
 		if e.Duration > 0 {
-			o.held.Record(o.ctx, e.Duration.Seconds(), o.noOpts...)
+			o.held.Record(o.ctx, e.Duration.Seconds(), o.heldOpts[k]...)
 		}
 	case redlock.EventExtendFailed:
-		o.extend.Add(o.ctx, 1)
+		o.extend.Add(o.ctx, 1, o.extendOpts[k]...)
 	case redlock.EventNodeReset:
 		o.reset.Add(o.ctx, 1, addrOpts(&o.resetOpts, e.Node)...)
 	case redlock.EventNodeExcluded:

@@ -118,6 +118,37 @@ func TestRedis_anUncontendedLockAndItsRelease(t *testing.T) {
 	require.Equal(t, map[string]bool{"ok": true}, got.values(t, nodeName, "redlock.node.outcome"))
 }
 
+// Each kind of lock is recorded with its redlock.kind: a semaphore's
+// permit, a read-write lock's reader and writer, an election's leader.
+func TestRedis_eachKindOfLockHasItsKind(t *testing.T) {
+	e := newEnv(t)
+	c, m := e.client()
+	ctx := ctxT(t, 10*time.Second)
+	name := newKey(t)
+	p, err := c.Semaphore(name+":sem", 2).TryAcquire(ctx, longTTL)
+	require.NoError(t, err)
+	require.NoError(t, p.Unlock(ctx))
+	rw := c.RWLock(name + ":rw")
+	r, err := rw.TryRLock(ctx, longTTL)
+	require.NoError(t, err)
+	_, err = rw.TryLock(ctx, longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a reader holds it")
+	require.NoError(t, r.Unlock(ctx))
+	l, err := c.Election(name+":e").Campaign(ctx, "me", longTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+
+	got := m.collect(t)
+	for kind, outcome := range map[string]string{"semaphore": "acquired", "rwlock_read": "acquired", "rwlock_write": "busy", "election": "acquired"} {
+		n, _ := got.count(t, acquireName, map[string]string{"redlock.kind": kind, "redlock.outcome": outcome})
+		require.Equal(t, uint64(1), n, kind)
+	}
+	require.Equal(t, map[string]bool{"semaphore": true, "rwlock_read": true, "rwlock_write": true, "election": true},
+		got.values(t, acquireName, "redlock.kind"))
+	require.Equal(t, map[string]bool{"semaphore": true, "rwlock_read": true, "election": true},
+		got.values(t, heldName, "redlock.kind"))
+}
+
 func TestRedis_aBusyKey(t *testing.T) {
 	e := newEnv(t)
 	holder, _ := e.client()

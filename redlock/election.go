@@ -146,7 +146,7 @@ func (e *Election) record(ctx context.Context, l *Lock, value string) error {
 		qe := e.c.quorumError(OpAcquire, e.key, r, ErrNotAcquired, 0)
 		return fmt.Errorf("redlock: election %q: the leader record was not written on a quorum: %w", e.name, qe)
 	}
-	e.c.unannounced(e.key, r)
+	e.c.unannounced(e.key, KindElection, r)
 	if !l.live() {
 		// The lock ran out (or was lost) while the record was written:
 		// another may lead by now (etcd's trap).

@@ -160,10 +160,12 @@ func (waitLog) Event(e redlock.Event) {
 	switch e.Kind {
 	case redlock.EventAcquired:
 		if e.Wait > time.Second {
-			log.Printf("waited %v for %s", e.Wait, e.Key)
+			// e.Lock says which kind of lock: a semaphore's callers
+			// waiting for permits are not a contended mutex.
+			log.Printf("waited %v for %s %s", e.Wait, e.Lock, e.Key)
 		}
 	case redlock.EventLost:
-		log.Printf("lost %s after %v: %v", e.Key, e.Duration, e.Err)
+		log.Printf("lost %s %s after %v: %v", e.Lock, e.Key, e.Duration, e.Err)
 	}
 }
 
@@ -281,5 +283,63 @@ func ExampleElection_Run() {
 		})
 	if !errors.Is(err, context.Canceled) {
 		log.Fatal(err)
+	}
+}
+
+func ExampleSemaphore_Inspect() {
+	var client *redlock.Client // built as in the package example
+
+	in, err := client.Semaphore("jobs:encoder", 3).Inspect(context.Background())
+	if err != nil {
+		log.Fatal(err) // a bad semaphore or a closed Client; node failures are per node
+	}
+	for _, p := range in.InUse() {
+		fmt.Println("permit", p.Slot, "held by client", p.Holder, "for", p.TTL)
+	}
+	for _, n := range in.Nodes {
+		fmt.Println(n.Addr, "size:", n.Size, "held slots:", len(n.Permits), "queued:", n.Queued, "error:", n.Err)
+	}
+}
+
+func ExampleRWLock_Inspect() {
+	var client *redlock.Client // built as in the package example
+
+	in, err := client.RWLock("doc:42").Inspect(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	mode, holds := in.Agreed()
+	fmt.Println("doc:42 is", mode, "by", len(holds), "holders")
+	for _, n := range in.Nodes {
+		fmt.Println(n.Addr, n.Mode, "readers:", len(n.Readers), "writer waiting:", n.Intent != nil, "error:", n.Err)
+	}
+}
+
+func ExampleElection_Inspect() {
+	var client *redlock.Client // built as in the package example
+
+	in, err := client.Election("scheduler").Inspect(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if l, ttl, ok := in.Leader(); ok {
+		fmt.Println("leader", l.Value, "in term", l.Term, "for at least", ttl)
+	}
+	for _, n := range in.Nodes {
+		fmt.Println(n.Addr, "latest term minted:", n.Fence, "campaigns queued:", n.Queued, "error:", n.Err)
+	}
+}
+
+func ExampleElection_Leader() {
+	var client *redlock.Client // built as in the package example
+
+	leader, err := client.Election("scheduler").Leader(context.Background())
+	switch {
+	case errors.Is(err, redlock.ErrNoLeader):
+		fmt.Println("no leader now")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("send work to", leader.Value, "term", leader.Term)
 	}
 }

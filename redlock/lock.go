@@ -143,7 +143,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	err = l.notExtended(ctx, r, until)
 	if l.c.observing() {
-		l.c.emit(Event{Kind: EventExtendFailed, Key: l.name(), Err: err})
+		l.c.emit(Event{Kind: EventExtendFailed, Lock: l.kind(), Key: l.name(), Err: err})
 	}
 	return err
 }
@@ -233,7 +233,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if !r.ok {
 		return l.c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0)
 	}
-	l.c.unannounced(l.name(), r)
+	l.c.unannounced(l.name(), l.kind(), r)
 	return nil
 }
 

@@ -83,8 +83,8 @@ func (c *Client) warnRefusals(what string, r *round) {
 // unannounced reports the nodes of release round r that released the
 // key but refused to announce it: logged at Warn (once a minute per
 // node) and told to the observers as EventNotAnnounced. The release
-// itself succeeded.
-func (c *Client) unannounced(name string, r *round) {
+// itself succeeded. kind is the lock's.
+func (c *Client) unannounced(name string, kind LockKind, r *round) {
 	if c.cfg.logger == nil && !c.observing() {
 		return
 	}
@@ -94,7 +94,7 @@ func (c *Client) unannounced(name string, r *round) {
 		}
 		c.warnNode(n.Addr, "node released a lock but refused to announce it: waiting Lock calls fall back to the back-off (WithRetry); docs/operations.md lists the ACL", n.Err)
 		if c.observing() {
-			c.emit(Event{Kind: EventNotAnnounced, Key: name, Node: n.Addr, Err: n.Err})
+			c.emit(Event{Kind: EventNotAnnounced, Lock: kind, Key: name, Node: n.Addr, Err: n.Err})
 		}
 	}
 }

@@ -73,7 +73,7 @@ func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, op
 	}
 	since := c.cfg.clock.Now()
 	l, refused, err := take(ks, cfg)
-	c.acquired(strings.Join(ks, ","), since, refused, l, err)
+	c.acquiredAs(KindMulti, strings.Join(ks, ","), since, refused, err)
 	return l, err
 }
 

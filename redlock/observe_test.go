@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/wire"
 )
 
 // recorder is an Observer that keeps copies of what it is told.
@@ -212,4 +214,82 @@ func TestWithLogger_warnsOfAFailedNodeWithoutItsToken(t *testing.T) {
 	require.Contains(t, out, "node failed")
 	require.Contains(t, out, "connection reset by peer")
 	require.NotContains(t, out, l.Token())
+}
+
+// eventNames are the EventKinds' names in these tests.
+var eventNames = map[EventKind]string{EventAcquired: "acquired", EventNotAcquired: "not acquired",
+	EventReleased: "released", EventLost: "lost", EventExtendFailed: "extend failed"}
+
+// lockKinds returns the (event, lock kind) pairs the recorder was told
+// since the last call, in order.
+func (r *recorder) lockKinds() [][2]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ks [][2]string
+	for _, e := range r.events {
+		ks = append(ks, [2]string{eventNames[e.Kind], e.Lock.String()})
+	}
+	r.events = nil
+	return ks
+}
+
+// Every event of a lock names the kind of lock: the acquisition (taken
+// or not), the release, the failed extension and the loss, for each
+// kind.
+func TestObserver_eventsNameTheKindOfLock(t *testing.T) {
+	rec := &recorder{}
+	c, nodes, _ := newFakeClient(t, 3, WithObserver(rec))
+	ctx := context.Background()
+	takeTwice := func(kind LockKind, take func() (*Lock, error)) {
+		t.Helper()
+		l, err := take()
+		require.NoError(t, err, kind)
+		_, err = take()
+		require.ErrorIs(t, err, ErrNotAcquired, kind)
+		require.NoError(t, l.Unlock(ctx), kind)
+		k := kind.String()
+		require.Equal(t, [][2]string{{"acquired", k}, {"not acquired", k}, {"released", k}}, rec.lockKinds())
+	}
+	takeTwice(KindMutex, func() (*Lock, error) { return c.TryLock(ctx, "m", ttl) })
+	takeTwice(KindMulti, func() (*Lock, error) { return c.TryLockMulti(ctx, []string{"a", "b"}, ttl) })
+	takeTwice(KindSemaphore, func() (*Lock, error) { return c.Semaphore("s", 1).TryAcquire(ctx, ttl) })
+	takeTwice(KindRWWrite, func() (*Lock, error) { return c.RWLock("rw").TryLock(ctx, ttl) })
+	rw := c.RWLock("rw")
+	w, err := rw.TryLock(ctx, ttl)
+	require.NoError(t, err)
+	_, err = rw.TryRLock(ctx, ttl)
+	require.ErrorIs(t, err, ErrNotAcquired, "a writer holds it")
+	require.NoError(t, w.Unlock(ctx))
+	r, err := rw.TryRLock(ctx, ttl)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		n.del(wire.RWKeys("rw")[1])
+	}
+	require.ErrorIs(t, r.Extend(ctx, ttl), ErrLockLost)
+	want := [][2]string{{"acquired", "rwlock_write"}, {"not acquired", "rwlock_read"}, {"released", "rwlock_write"},
+		{"acquired", "rwlock_read"}, {"lost", "rwlock_read"}, {"extend failed", "rwlock_read"}}
+	require.Equal(t, want, rec.lockKinds(), "a reader's failed extension and its loss")
+}
+
+// A campaign's events name the election: its lock once it leads, a
+// campaign that gives up, and the resignation.
+func TestObserver_campaignEventsNameTheElection(t *testing.T) {
+	rec := &recorder{}
+	c, _, _ := newFakeClient(t, 3, WithObserver(rec))
+	ctx := context.Background()
+	e := c.Election("e")
+	l, err := e.Campaign(ctx, "me", ttl)
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = e.Campaign(gone, "you", ttl)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, l.Unlock(ctx))
+	require.Equal(t, wire.ElectionKey("e"), rec.events[0].Key)
+	want := [][2]string{{"acquired", "election"}, {"not acquired", "election"}, {"released", "election"}}
+	require.Equal(t, want, rec.lockKinds())
+
+	_, err = c.TryLock(ctx, "e:election", ttl)
+	require.NoError(t, err)
+	require.Equal(t, [][2]string{{"acquired", "mutex"}}, rec.lockKinds(), "a key like an election's is a mutex")
 }

@@ -96,7 +96,11 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	} else {
 		l, _, err = rw.try(ctx, ttl, cfg, reader, "")
 	}
-	rw.c.acquired(rw.name, since, refused, l, err)
+	kind := KindRWWrite
+	if reader {
+		kind = KindRWRead
+	}
+	rw.c.acquiredAs(kind, rw.name, since, refused, err)
 	return l, err
 }
 

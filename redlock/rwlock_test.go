@@ -89,7 +89,7 @@ func TestRWLock_aWaitingWriterHoldsNewReadersBack(t *testing.T) {
 
 // A name is one kind of lock.
 func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
-	c, _, _ := newFakeClient(t, 5)
+	c, nodes, _ := newFakeClient(t, 5)
 	ctx := context.Background()
 	m, err := c.TryLock(ctx, "doc", ttl)
 	require.NoError(t, err)
@@ -113,6 +113,9 @@ func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
 			require.False(t, quorumError(t, err).Busy())
 		}
 		require.NoError(t, h.Unlock(ctx))
+		for _, n := range nodes { // Unlock returns once a quorum released
+			require.Eventually(t, func() bool { return n.server("EXISTS", "doc") == int64(0) }, 5*time.Second, time.Millisecond)
+		}
 		m, err := c.TryLock(ctx, "doc", ttl)
 		require.NoError(t, err, "the last holder out frees the name")
 		require.NoError(t, m.Unlock(ctx))

@@ -75,7 +75,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 	}
 	since := s.c.cfg.clock.Now()
 	l, _, err := s.try(ctx, ttl, cfg, -1, wire.SemWait{})
-	s.c.acquired(s.name, since, time.Time{}, l, err)
+	s.c.acquiredAs(KindSemaphore, s.name, since, time.Time{}, err)
 	return l, err
 }
 
@@ -95,7 +95,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Lock
 	}
 	since := s.c.cfg.clock.Now()
 	l, refused, err := s.wait(ctx, ttl, cfg)
-	s.c.acquired(s.name, since, refused, l, err)
+	s.c.acquiredAs(KindSemaphore, s.name, since, refused, err)
 	return l, err
 }
 

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -69,5 +70,123 @@ func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
 	require.GreaterOrEqual(t, mine, 3)
 
 	require.ErrorIs(t, held.Extend(ctxT(t, quickly), longTTL), redlock.ErrLockLost)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+}
+
+// On real nodes: a semaphore's inspection names the permits in use and
+// their holders on every node, and the node's size.
+func TestSemaphoreInspect_namesThePermitsInUse(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	a, b, operator := e.client(), e.client(), e.client()
+	pa, err := a.Semaphore(name, 3).TryAcquire(ctxT(t, quickly), longTTL)
+	require.NoError(t, err)
+	pb, err := b.Semaphore(name, 3).TryAcquire(ctxT(t, quickly), longTTL)
+	require.NoError(t, err)
+	awaitToken(t, e.nodes, pa.Key(), pa.Token())
+	awaitToken(t, e.nodes, pb.Key(), pb.Token())
+
+	in, err := operator.Semaphore(name, 3).Inspect(ctxT(t, quickly))
+	require.NoError(t, err)
+	used := in.InUse()
+	require.Len(t, used, 2)
+	require.ElementsMatch(t, []string{a.ID(), b.ID()}, []string{used[0].Holder, used[1].Holder})
+	for _, p := range used {
+		require.Greater(t, p.TTL, longTTL-5*time.Second)
+		require.LessOrEqual(t, p.TTL, longTTL)
+	}
+	for _, n := range in.Nodes {
+		require.NoError(t, n.Err)
+		require.Equal(t, 3, n.Size)
+		require.Len(t, n.Permits, 2, n.Addr)
+	}
+
+	require.NoError(t, pa.Unlock(ctxT(t, quickly)))
+	in, err = operator.Semaphore(name, 3).Inspect(ctxT(t, quickly))
+	require.NoError(t, err)
+	used = in.InUse()
+	require.Len(t, used, 1)
+	require.Equal(t, b.ID(), used[0].Holder)
+	require.NoError(t, pb.Unlock(ctxT(t, quickly)))
+}
+
+// On real nodes: a read-write lock's inspection shows a reader, the
+// intent of a writer that waits for it, then the writer.
+func TestRWLockInspect_showsReadersAWaitingWriterAndTheWriter(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	reader, writer, operator := e.client(), e.client(), e.client()
+	r, err := reader.RWLock(name).TryRLock(ctxT(t, quickly), longTTL)
+	require.NoError(t, err)
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := writer.RWLock(name).Lock(ctxT(t, 10*time.Second), longTTL)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	var in *redlock.RWInspection
+	require.Eventually(t, func() bool {
+		in, err = operator.RWLock(name).Inspect(ctxT(t, quickly))
+		require.NoError(t, err)
+		intents := 0
+		for _, n := range in.Nodes {
+			if n.Intent != nil && n.Intent.Holder == writer.ID() {
+				intents++
+			}
+		}
+		return intents == 5
+	}, 5*time.Second, 5*time.Millisecond, "the waiting writer's intent is on every node")
+	mode, holds := in.Agreed()
+	require.Equal(t, redlock.RWRead, mode)
+	require.Len(t, holds, 1)
+	require.Equal(t, reader.ID(), holds[0].Holder)
+
+	require.NoError(t, r.Unlock(ctxT(t, quickly)))
+	w := <-got
+	require.NotNil(t, w)
+	in, err = operator.RWLock(name).Inspect(ctxT(t, quickly))
+	require.NoError(t, err)
+	mode, holds = in.Agreed()
+	require.Equal(t, redlock.RWWrite, mode)
+	require.Equal(t, writer.ID(), holds[0].Holder)
+	require.NoError(t, w.Unlock(ctxT(t, quickly)))
+}
+
+// On real nodes: an election's inspection names the leader, its term and
+// TTL, as Leader does, and the campaign that waits.
+func TestElectionInspect_namesTheLeaderAndTheWaitingCampaign(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	leader, rival, operator := e.client(), e.client(), e.client()
+	l, err := leader.Election(name).Campaign(ctxT(t, quickly), "first", longTTL)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(ctxT(t, 10*time.Second))
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = rival.Election(name).Campaign(ctx, "second", longTTL)
+	}()
+	var in *redlock.ElectionInspection
+	require.Eventually(t, func() bool {
+		in, err = operator.Election(name).Inspect(ctxT(t, quickly))
+		require.NoError(t, err)
+		queued := 0
+		for _, n := range in.Nodes {
+			queued += n.Queued
+		}
+		return queued >= 3
+	}, 5*time.Second, 5*time.Millisecond, "the rival's campaign is queued")
+	got, ttl, ok := in.Leader()
+	require.True(t, ok)
+	require.Equal(t, redlock.Leader{Value: "first", Term: l.Fence(), ClientID: leader.ID()}, got)
+	require.Greater(t, ttl, longTTL-5*time.Second)
+	want, err := operator.Election(name).Leader(ctxT(t, quickly))
+	require.NoError(t, err)
+	require.Equal(t, want, got, "as Leader says")
+	cancel()
+	<-done
 	require.NoError(t, l.Unlock(ctxT(t, quickly)))
 }

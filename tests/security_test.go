@@ -536,3 +536,127 @@ func restartSafety(on bool) redlock.Option {
 	}
 	return redlock.WithRestartSafety(0)
 }
+
+// The rules the other kinds of lock add to the mutex's
+// (docs/operations.md): the read-write lock's scripts call EXISTS and
+// HGETALL, the leader read HMGET, the inspections ZCARD, and the queue of
+// a semaphore's waiting Acquire calls ZCOUNT and ZRANGEBYSCORE.
+var aclKinds = []string{"exists", "hgetall", "hmget", "zcard", "zcount", "zrangebyscore"}
+
+// A user with exactly the documented rules runs every kind of lock on 5
+// nodes, names starting with "lock:" as the key patterns say: a
+// semaphore's TryAcquire, Extend and Unlock, and an Acquire that waits for
+// a release; a read-write lock's readers, a writer that waits for them,
+// and their extensions; an election's campaign, a rival that waits,
+// Leader and Observe, and the resignation; and the inspection of each.
+// No node refused a single command along the way.
+func TestACL_theDocumentedRulesSufficeForEachKind(t *testing.T) {
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	setACL(t, nodes, slices.Concat(documentedACL(), aclKinds))
+	refused := make(chan struct{}, 100) // b's refused acquisition rounds
+	a := newClient(t, aclPools(t, addrs))
+	b := newClient(t, aclPools(t, addrs), redlock.WithObserver(roundsRefused(refused)))
+	ctx := ctxT(t, time.Minute)
+
+	t.Run("Semaphore", func(t *testing.T) {
+		name := newKey(t)
+		p, err := a.Semaphore(name, 1).TryAcquire(ctx, longTTL)
+		require.NoError(t, err)
+		require.NoError(t, p.Extend(ctx, longTTL))
+		got := make(chan error, 1)
+		go func() {
+			q, err := b.Semaphore(name, 1).Acquire(ctx, longTTL)
+			if err == nil {
+				err = q.Unlock(ctx)
+			}
+			got <- err
+		}()
+		<-refused // b waits
+		in, err := a.Semaphore(name, 1).Inspect(ctx)
+		require.NoError(t, err)
+		require.Len(t, in.InUse(), 1)
+		require.NoError(t, p.Unlock(ctx))
+		require.NoError(t, <-got)
+	})
+
+	t.Run("RWLock", func(t *testing.T) {
+		name := newKey(t)
+		r, err := a.RWLock(name).RLock(ctx, longTTL)
+		require.NoError(t, err)
+		require.NoError(t, r.Extend(ctx, longTTL))
+		got := make(chan error, 1)
+		go func() {
+			w, err := b.RWLock(name).Lock(ctx, longTTL)
+			if err == nil {
+				if err = w.Extend(ctx, longTTL); err == nil {
+					err = w.Unlock(ctx)
+				}
+			}
+			got <- err
+		}()
+		require.Eventually(t, func() bool {
+			in, err := a.RWLock(name).Inspect(ctx)
+			require.NoError(t, err)
+			return in.Nodes[0].Intent != nil
+		}, 5*time.Second, 5*time.Millisecond, "the writer waits")
+		require.NoError(t, r.Unlock(ctx))
+		require.NoError(t, <-got)
+	})
+
+	t.Run("Election", func(t *testing.T) {
+		name := newKey(t)
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := a.Election(name).Observe(octx)
+		l, err := a.Election(name).Campaign(ctx, "first", longTTL)
+		require.NoError(t, err)
+		select {
+		case first := <-seen:
+			require.Equal(t, l.Fence(), first.Term)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the observer delivered no leader")
+		}
+		got := make(chan error, 1)
+		go func() {
+			l2, err := b.Election(name).Campaign(ctx, "second", longTTL)
+			if err == nil {
+				err = l2.Unlock(ctx)
+			}
+			got <- err
+		}()
+		leader, err := b.Election(name).Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "first", leader.Value)
+		in, err := b.Election(name).Inspect(ctx)
+		require.NoError(t, err)
+		_, _, ok := in.Leader()
+		require.True(t, ok)
+		require.NoError(t, l.Unlock(ctx))
+		require.NoError(t, <-got)
+	})
+
+	t.Run("Inspect", func(t *testing.T) {
+		_, err := a.Inspect(ctx, newKey(t))
+		require.NoError(t, err)
+	})
+
+	for i, s := range nodes {
+		require.Empty(t, deniedCommands(t, s), "node %d refused commands", i)
+	}
+}
+
+// roundsRefused is an Observer that signals on ch each acquisition round
+// that was not won (without blocking).
+type roundsRefused chan struct{}
+
+func (r roundsRefused) Round(info *redlock.RoundInfo) {
+	if info.Op == redlock.OpAcquire && !info.Won {
+		select {
+		case r <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (roundsRefused) Event(redlock.Event) {}

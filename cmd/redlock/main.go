@@ -5,12 +5,22 @@
 // Usage:
 //
 //	redlock inspect -addrs host:port,host:port,... KEY
+//	redlock inspect -addrs ... -kind semaphore [-permits K] NAME
+//	redlock inspect -addrs ... -kind rwlock NAME
+//	redlock inspect -addrs ... -kind election NAME
 //	redlock force-release -addrs host:port,... -yes KEY
 //
 // inspect prints, node by node, whether the key is held and by which
 // Client (its ID, as Client.ID reports it), the key's remaining TTL, how
 // many Lock calls are queued for it, and its fence counter. It writes
-// nothing.
+// nothing. With -kind it inspects the other kinds of lock by their name:
+// a semaphore's permits in use (slot, holder, TTL), its size on each node
+// and its queued Acquire calls (-permits says how many slots to read; by
+// default every slot a semaphore may have, MaxPermits); a read-write
+// lock's mode (free, read or write), its writer, live readers and a
+// waiting writer's intent; an election's leader (value, term, Client,
+// TTL), each node's record and fence counter, and the queued campaigns.
+// A first line says what a quorum of nodes agrees on.
 //
 // force-release gives the key up on every node whatever it holds, as its
 // holder's Unlock would (the longest waiting Lock call gets it). It is
@@ -58,59 +68,109 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "redlock:", err)
-		fmt.Fprintln(stderr, "usage: redlock inspect|force-release -addrs host:port,... [-tls] [-timeout d] [-yes] KEY")
+		fmt.Fprintln(stderr, "usage: redlock inspect|force-release -addrs host:port,... [-kind mutex|semaphore|rwlock|election] [-permits K] [-tls] [-timeout d] [-yes] KEY")
 		return 2
 	}
 	fmt.Fprintln(stderr, "redlock:", err)
 	return 1
 }
 
-func dispatch(args []string, stdout io.Writer, getenv func(string) string) error {
+// command is a parsed command line.
+type command struct {
+	cmd, key, kind string
+	addrs          []string
+	permits        int
+	useTLS, yes    bool
+	timeout        time.Duration
+}
+
+// parse reads a command line, or says why it cannot be run.
+func parse(args []string) (*command, error) {
 	if len(args) == 0 {
-		return usageError{"no command"}
+		return nil, usageError{"no command"}
 	}
-	cmd := args[0]
-	if cmd != "inspect" && cmd != "force-release" {
-		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	c := &command{cmd: args[0]}
+	if c.cmd != "inspect" && c.cmd != "force-release" {
+		return nil, usageError{fmt.Sprintf("unknown command %q", c.cmd)}
 	}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet(c.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	addrs := fs.String("addrs", "", "comma-separated host:port of every Redlock node, in any order")
-	useTLS := fs.Bool("tls", false, "connect with TLS, verifying the nodes against the system's roots")
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the nodes")
-	yes := fs.Bool("yes", false, "force-release: confirm that the holder may be running")
+	fs.BoolVar(&c.useTLS, "tls", false, "connect with TLS, verifying the nodes against the system's roots")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "how long to wait for the nodes")
+	fs.BoolVar(&c.yes, "yes", false, "force-release: confirm that the holder may be running")
+	fs.StringVar(&c.kind, "kind", "mutex", "inspect: the kind of lock KEY names: mutex, semaphore, rwlock or election")
+	fs.IntVar(&c.permits, "permits", redlock.MaxPermits, "inspect -kind semaphore: how many permit slots to read")
 	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err.Error()}
+		return nil, usageError{err.Error()}
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		return usageError{"want exactly one KEY"}
+	switch {
+	case fs.NArg() != 1 || fs.Arg(0) == "":
+		return nil, usageError{"want exactly one KEY"}
+	case *addrs == "":
+		return nil, usageError{"-addrs is required"}
+	case c.kind != "mutex" && c.kind != "semaphore" && c.kind != "rwlock" && c.kind != "election":
+		return nil, usageError{fmt.Sprintf("unknown -kind %q: want mutex, semaphore, rwlock or election", c.kind)}
+	case c.cmd == "force-release" && c.kind != "mutex":
+		return nil, usageError{"force-release works on a mutex's key only"}
+	case c.kind == "semaphore" && (c.permits < 1 || c.permits > redlock.MaxPermits):
+		return nil, usageError{fmt.Sprintf("-permits %d: a semaphore has from 1 to %d", c.permits, redlock.MaxPermits)}
+	case c.cmd == "force-release" && !c.yes:
+		return nil, usageError{"force-release needs -yes: the holder is not told, and may run beside the next holder"}
 	}
-	if *addrs == "" {
-		return usageError{"-addrs is required"}
+	c.key, c.addrs = fs.Arg(0), strings.Split(*addrs, ",")
+	return c, nil
+}
+
+func dispatch(args []string, stdout io.Writer, getenv func(string) string) error {
+	c, err := parse(args)
+	if err != nil {
+		return err
 	}
-	if cmd == "force-release" && !*yes {
-		return usageError{"force-release needs -yes: the holder is not told, and may run beside the next holder"}
-	}
-	key := fs.Arg(0)
-	client, closeAll, err := connect(strings.Split(*addrs, ","), *useTLS, *timeout, getenv)
+	client, closeAll, err := connect(c.addrs, c.useTLS, c.timeout, getenv)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if cmd == "force-release" {
-		if err := client.ForceRelease(ctx, key); err != nil {
+	if c.cmd == "force-release" {
+		if err := client.ForceRelease(ctx, c.key); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "released %q on every node\n", key)
+		fmt.Fprintf(stdout, "released %q on every node\n", c.key)
 		return nil
 	}
-	in, err := client.Inspect(ctx, key)
+	return inspect(ctx, stdout, client, c)
+}
+
+// inspect inspects c.key as c.kind says and prints what it found.
+func inspect(ctx context.Context, w io.Writer, client *redlock.Client, c *command) error {
+	switch c.kind {
+	case "semaphore":
+		in, err := client.Semaphore(c.key, c.permits).Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		return printSemaphore(w, in)
+	case "rwlock":
+		in, err := client.RWLock(c.key).Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		return printRWLock(w, in)
+	case "election":
+		in, err := client.Election(c.key).Inspect(ctx)
+		if err != nil {
+			return err
+		}
+		return printElection(w, in)
+	}
+	in, err := client.Inspect(ctx, c.key)
 	if err != nil {
 		return err
 	}
-	return printInspection(stdout, in)
+	return printInspection(w, in)
 }
 
 // connect makes a Client over the nodes at addrs.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +18,12 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lockerOptions are those of the Client that takes the locks the command
+// inspects: restart safety off and a generous node timeout, so that a
+// slow first check on a loaded machine cannot keep a new node out of the
+// quorums (the command is under test, not the locking).
+var lockerOptions = []redlock.Option{redlock.WithRestartSafety(0), redlock.WithNodeTimeout(2 * time.Second)}
 
 func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -36,7 +43,7 @@ func TestInspectAndForceRelease_onRealNodes(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 		pools = append(pools, p)
 	}
-	c, err := redlock.New(pools)
+	c, err := redlock.New(pools, lockerOptions...)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
@@ -102,4 +109,70 @@ func TestInspect_anUnreachableNodeIsNamedAndBounded(t *testing.T) {
 	}
 	require.NotEmpty(t, line, out)
 	require.Contains(t, line, "redlock/pool: node "+nodes.Addrs()[2])
+}
+
+// inspect -kind prints a semaphore's permits in use, a read-write lock's
+// mode and holders, and an election's leader, each node by node.
+func TestInspect_theOtherKindsOnRealNodes(t *testing.T) {
+	nodes := redistest.StartT(t, 3)
+	addrs := strings.Join(nodes.Addrs(), ",")
+	var pools []pool.Pool
+	for _, a := range nodes.Addrs() {
+		p, err := pool.New(a)
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		pools = append(pools, p)
+	}
+	c, err := redlock.New(pools, lockerOptions...)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	rows := func(out, pattern string) int {
+		return len(regexp.MustCompile(`(?m)^127\.0\.0\.1:\d+\s+`+pattern).FindAllString(out, -1))
+	}
+
+	p, err := c.Semaphore("pool", 2).TryAcquire(ctx, time.Minute)
+	require.NoError(t, err)
+	code, out, errOut := runCmd(t, nil, "inspect", "-addrs", addrs, "-kind", "semaphore", "-permits", "2", "pool")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `semaphore "pool": 1 permits in use on a quorum (2): slot 0 by client `+c.ID())
+	require.GreaterOrEqual(t, rows(out, `2\s+0\s+0=`+c.ID()+`\(`), 2, out)
+	require.NotContains(t, out, p.Token())
+	code, out, errOut = runCmd(t, nil, "inspect", "-addrs", addrs, "-kind", "semaphore", "pool")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "slot 0 by client "+c.ID(), "every slot is read by default")
+
+	r, err := c.RWLock("doc").TryRLock(ctx, time.Minute)
+	require.NoError(t, err)
+	code, out, errOut = runCmd(t, nil, "inspect", "-addrs", addrs, "-kind", "rwlock", "doc")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `read-write lock "doc": read on a quorum (2): 1 readers, clients `+c.ID())
+	require.GreaterOrEqual(t, rows(out, `read\s+-\s+`+c.ID()+`\(`), 2, out)
+	require.NotContains(t, out, r.Token())
+
+	l, err := c.Election("jobs").Campaign(ctx, "worker-1", time.Minute)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, out, _ = runCmd(t, nil, "inspect", "-addrs", addrs, "-kind", "election", "jobs")
+		return rows(out, c.ID()+`\(\S+\)\s+"worker-1"`) == 3
+	}, 5*time.Second, 10*time.Millisecond, "the record on every node: %s", out)
+	require.Contains(t, out, fmt.Sprintf(`election "jobs": leader "worker-1" (client %s), term %d, ttl `, c.ID(), l.Fence()))
+	require.NotContains(t, out, l.Token())
+	require.NoError(t, l.Unlock(ctx))
+	code, out, errOut = runCmd(t, nil, "inspect", "-addrs", addrs, "-kind", "election", "jobs")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `election "jobs": no leader on a quorum`)
+}
+
+func TestRun_refusesBadKinds(t *testing.T) {
+	for _, args := range [][]string{
+		{"inspect", "-addrs", "127.0.0.1:1", "-kind", "queue", "k"},
+		{"inspect", "-addrs", "127.0.0.1:1", "-kind", "semaphore", "-permits", "0", "k"},
+		{"inspect", "-addrs", "127.0.0.1:1", "-kind", "semaphore", "-permits", "65", "k"},
+		{"force-release", "-addrs", "127.0.0.1:1", "-kind", "rwlock", "-yes", "k"},
+	} {
+		code, _, errOut := runCmd(t, nil, args...)
+		require.Equal(t, 2, code, "%q: %s", args, errOut)
+		require.Contains(t, errOut, "usage:")
+	}
 }

@@ -49,6 +49,12 @@ var (
 	leaderWriteSource string
 	//go:embed leader_read.lua
 	leaderReadSource string
+	//go:embed inspect_semaphore.lua
+	inspectSemaphoreSource string
+	//go:embed inspect_rw.lua
+	inspectRWSource string
+	//go:embed inspect_election.lua
+	inspectElectionSource string
 )
 
 // The scripts. Each names its keys and arguments at the top of its
@@ -102,6 +108,15 @@ var (
 	LeaderWrite = pool.NewScript(2, leaderWriteSource)
 	// LeaderRead reads an election key's token and its leader record.
 	LeaderRead = pool.NewScript(2, leaderReadSource)
+	// InspectSemaphore reads a semaphore's slots, size and queue (its
+	// slots, then the size key and the queue: permits + 2 keys).
+	InspectSemaphore = pool.NewScript(-1, inspectSemaphoreSource)
+	// InspectRW reads a read-write lock's writer, live readers and intent
+	// (RWKeys' 4 keys).
+	InspectRW = pool.NewScript(4, inspectRWSource)
+	// InspectElection reads an election key as Inspect does, and its
+	// leader record.
+	InspectElection = pool.NewScript(4, inspectElectionSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -134,6 +149,9 @@ var Scripts = []ScriptInfo{
 	{"rw_release", RWRelease, rwReleaseSource},
 	{"leader_write", LeaderWrite, leaderWriteSource},
 	{"leader_read", LeaderRead, leaderReadSource},
+	{"inspect_semaphore", InspectSemaphore, inspectSemaphoreSource},
+	{"inspect_rw", InspectRW, inspectRWSource},
+	{"inspect_election", InspectElection, inspectElectionSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of

@@ -1,0 +1,13 @@
+-- Election inspection: what a node holds for an election, read and
+-- nothing written.
+local key = KEYS[1] -- the election key (a fenced mutex)
+local waiters = KEYS[2] -- its queue of waiting campaigns (sorted set)
+local fenceKey = KEYS[3] -- its fence counter: the last term minted here
+local record = KEYS[4] -- the leader record (a hash)
+
+-- Returns {token or false, pttl, queued, fence or false}, as inspect.lua
+-- does for the election key, then the record's token, value, term and
+-- client ID, each false when there is no record.
+local r = redis.call("HMGET", record, "token", "value", "term", "client")
+return {redis.call("GET", key), redis.call("PTTL", key), redis.call("ZCARD", waiters), redis.call("GET", fenceKey),
+	r[1], r[2], r[3], r[4]}

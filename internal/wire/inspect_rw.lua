@@ -1,0 +1,28 @@
+-- Read-write lock inspection: what a node holds for a read-write lock,
+-- read and nothing written.
+local writer = KEYS[1] -- the writer's token
+local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
+local intent = KEYS[3] -- a waiting writer's id
+local mutex = KEYS[4] -- the name as a mutex's key
+local marker = ARGV[1] -- what the mutex key holds while the read-write lock is held
+
+-- Returns {writer token or false, its PTTL, intent or false, its PTTL,
+-- 1 when a mutex holds the name (0 otherwise), the readers whose hold
+-- ended but whose entry is still there, then each live reader's token
+-- and the ms its hold has left}.
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local m = redis.call("GET", mutex)
+local out = {redis.call("GET", writer), redis.call("PTTL", writer), redis.call("GET", intent),
+	redis.call("PTTL", intent), (m and m ~= marker) and 1 or 0, 0}
+local kv = redis.call("HGETALL", readers)
+for i = 1, #kv, 2 do
+	local left = tonumber(kv[i + 1]) - now
+	if left > 0 then
+		out[#out + 1] = kv[i]
+		out[#out + 1] = left
+	else
+		out[6] = out[6] + 1
+	end
+end
+return out
