@@ -266,6 +266,9 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 	l := &Lock{c: c, key: g.key, keys: g.keys, sem: g.sem, rw: g.rw, token: g.token, until: until, since: r.start,
 		acquired: r.start, parent: ctx, ttl: g.ttl, margin: g.cfg.margin, plainArgs: r.keyToken()}
 	l.after.add(r)
+	if g.adopt != nil {
+		g.adopt(l, r)
+	}
 	// The lock's context and automatic extension (context.go,
 	// autoextend.go) cost nothing unless asked for.
 	if g.cfg.maxHold > 0 {

@@ -32,6 +32,10 @@ type grab struct {
 	kind  grabKind
 	sem   *Semaphore // kindSemaphore: the semaphore
 	rw    *RWLock    // kindRW: the read-write lock
+	// adopt, when not nil, is a waiting call's: it gives the new lock
+	// what the call knows (its queue id, its rounds, its hand-off token)
+	// before anything else can read the lock (its extender starts).
+	adopt func(l *Lock, r *round)
 }
 
 // grabKind is the kind of lock a grab takes: it says how a failed round

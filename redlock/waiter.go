@@ -255,13 +255,16 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l, r, err := w.c.take(ctx, &g)
-	w.queuedBy(r) // even if Lock ends now: the script may have queued it
-	if err == nil {
+	g.adopt = func(l *Lock, r *round) {
+		w.queuedBy(r)
 		l.queueID, l.after = w.id, w.sent
 		l.handoffToken = w.token // a node may yet hand the key to w
+	}
+	l, r, err := w.c.take(ctx, &g)
+	if err == nil {
 		return l, nil, nil
 	}
+	w.queuedBy(r) // even if Lock ends now: the script may have queued it
 	qe := asRefusal(err)
 	if qe == nil {
 		return nil, nil, err
@@ -321,9 +324,9 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	if left := until.Sub(c.cfg.clock.Now()); left <= w.cfg.minValidity || left < w.ttl/2 {
 		return nil
 	}
-	g := grab{name: w.key, key: w.key, token: w.token, ttl: w.ttl, cfg: w.cfg}
+	g := grab{name: w.key, key: w.key, token: w.token, ttl: w.ttl, cfg: w.cfg,
+		adopt: func(l *Lock, _ *round) { l.queueID, l.after = w.id, w.sent }}
 	l := c.newLock(ctx, &g, w.last, until)
-	l.queueID, l.after = w.id, w.sent
 	if c.observing() {
 		w.observeHandoff(start, until)
 	}

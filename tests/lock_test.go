@@ -414,3 +414,21 @@ func releaseFreeHash(t *testing.T) string {
 	t.Helper()
 	return wire.ReleaseFree.Hash()
 }
+// A lock that Lock got after waiting, extending itself: the extender
+// starts only once the lock has what the waiting call knows of it (under
+// -race this failed: the extender read the lock's rounds while the call
+// still wrote them).
+func TestLock_aLockWaitedForExtendsItselfSafelyFromTheStart(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	a, b := e.client(), e.client()
+	ctx := ctxT(t, 10*time.Second)
+	held, err := a.Lock(ctx, key, time.Second)
+	require.NoError(t, err)
+	time.AfterFunc(100*time.Millisecond, func() { _ = held.Unlock(ctx) })
+	l, err := b.Lock(ctx, key, 600*time.Millisecond, redlock.WithAutoExtend(time.Millisecond))
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, l.Context().Err(), "the lock extended itself")
+	require.NoError(t, l.Unlock(ctx))
+}
