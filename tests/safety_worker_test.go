@@ -313,8 +313,15 @@ func (w *worker) pick() turn {
 	case kindRW:
 		rw := w.client.RWLock(w.spec.RWs[w.rng.Intn(len(w.spec.RWs))])
 		read, try := w.rng.Intn(2) == 0, w.rng.Intn(4) == 0 || w.spec.TryOnly
-		take := map[[2]bool]func(context.Context, time.Duration, ...redlock.LockOption) (*redlock.Lock, error){
-			{true, true}: rw.TryRLock, {true, false}: rw.RLock, {false, true}: rw.TryLock, {false, false}: rw.Lock}[[2]bool{read, try}]
+		take := rw.Lock
+		switch {
+		case read && try:
+			take = rw.TryRLock
+		case read:
+			take = rw.RLock
+		case try:
+			take = rw.TryLock
+		}
 		return turn{kind: kind, key: rw.Name(), read: read,
 			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, w.spec.TTL) }}
 	case kindElection:
