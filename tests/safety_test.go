@@ -512,11 +512,6 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 	return rep
 }
 
-// isKind returns whether an overlap's later hold is of kind.
-func isKind(kind string) func(faults.Overlap) bool {
-	return func(o faults.Overlap) bool { return o.B.Kind == kind }
-}
-
 // logSome logs the first five of what, one a line.
 func logSome[T fmt.Stringer](t *testing.T, what string, vs []T) {
 	t.Helper()
@@ -681,14 +676,13 @@ func TestSafety_inModelFaultsCauseNoViolation(t *testing.T) {
 }
 
 // outOfModelRestarts restarts one or two nodes empty at once, about twice
-// a second, while holds of mutexes, of a semaphore of two permits and of
-// a read-write lock last 100-400ms.
+// a second, while holds of 3 mutex keys last 100-400ms.
 func outOfModelRestarts(unsafe bool) scenario {
 	ttl := time.Second
 	return scenario{
 		duration: 6 * time.Second, ttl: ttl,
 		hold: faults.Span{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}, margin: 50 * time.Millisecond,
-		keys: 2, sems: []int{2}, rws: 1, clients: 3, workers: 4, nodeTimeout: 150 * time.Millisecond, unsafe: unsafe, tryOnly: true,
+		keys: 3, clients: 3, workers: 2, nodeTimeout: 150 * time.Millisecond, unsafe: unsafe, tryOnly: true,
 		faults: []faults.Config{{
 			Kinds: []faults.Kind{faults.RestartEmpty}, MaxFaulty: 2,
 			Gap: faults.Span{Min: 150 * time.Millisecond, Max: 350 * time.Millisecond},
@@ -697,22 +691,27 @@ func outOfModelRestarts(unsafe bool) scenario {
 }
 
 // Out of the model: nodes that forget the locks they granted. The checker
-// sees holds overlap, and a writer of the read-write lock overlap another
-// holder or the semaphore hold more than its permits; the fenced register
-// accepts no stale write.
+// sees holds overlap; the fenced register accepts no stale write.
 func TestSafety_nodesRestartedEmptyAtOnceBreakExclusionWithoutRestartSafety(t *testing.T) {
 	sc := outOfModelRestarts(true)
 	sc.duration = 20 * time.Second // at most; usually a few seconds
-	sc.enough = func(c *faults.Checker) bool {
-		ov := c.Overlaps()
-		return slices.ContainsFunc(ov, isKind(kindMutex)) && (slices.ContainsFunc(ov, isKind(kindRW)) || len(c.Crowds()) > 0)
-	}
+	sc.enough = func(c *faults.Checker) bool { return len(c.Overlaps()) >= 5 }
 	rep := runSafety(t, sc)
-	require.NotZero(t, rep.kinds[kindMutex].overlaps, "the checker must see the overlaps of nodes that forget")
-	require.NotZero(t, rep.kinds[kindRW].overlaps+rep.kinds[kindSemaphore].crowds,
-		"the checker must see a writer overlap another holder, or a semaphore over its permits")
+	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of nodes that forget")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
 	require.Greater(t, rep.fencedWrites[faults.Accepted], int64(0))
+}
+
+// Out of the model: the same faults, on one semaphore of two permits that
+// six workers take: a slot that nodes forgot is granted again, and the
+// checker sees three holders at once.
+func TestSafety_nodesRestartedEmptyAtOnceOverfillASemaphoreWithoutRestartSafety(t *testing.T) {
+	sc := outOfModelRestarts(true)
+	sc.keys, sc.sems = 0, []int{2}
+	sc.duration = 20 * time.Second // at most; usually a few seconds
+	sc.enough = func(c *faults.Checker) bool { return len(c.Crowds()) >= 3 }
+	rep := runSafety(t, sc)
+	require.NotEmpty(t, rep.crowds, "the checker must see the semaphore over its permits")
 }
 
 // The same faults with restart safety on: a node that came back empty is
@@ -727,7 +726,9 @@ func TestSafety_nodesRestartedEmptyAtOnceAreWaitedOutWithRestartSafety(t *testin
 	if !restartSafetyEnforced {
 		t.Skip("restart safety not enforced yet")
 	}
-	rep := runSafety(t, outOfModelRestarts(false))
+	sc := outOfModelRestarts(false)
+	sc.sems, sc.rws, sc.workers = []int{2}, 1, 3
+	rep := runSafety(t, sc)
 	require.Empty(t, rep.overlaps, "overlapping holds")
 	require.Empty(t, rep.crowds, "more holders of a semaphore than its permits")
 	require.Zero(t, rep.lostUpdates, "lost updates")

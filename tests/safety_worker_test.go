@@ -297,7 +297,10 @@ func (w *worker) kinds() []string {
 // draws what it drew before there were other kinds.
 func (w *worker) pick() turn {
 	kind := kindMutex
-	if ks := w.kinds(); len(ks) > 1 {
+	switch ks := w.kinds(); {
+	case len(ks) == 1:
+		kind = ks[0]
+	case len(ks) > 1:
 		kind = ks[w.rng.Intn(len(ks))]
 	}
 	switch kind {
