@@ -263,8 +263,13 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 			tl.event(worker, ev)
 			if ev.Type == "hold" {
 				who := worker
-				if ev.Perm > 0 {
+				switch {
+				case ev.Perm > 0:
 					who += " (" + ev.Store[strings.LastIndex(ev.Store, "}")+1:] + ")" // the permit's slot
+				case ev.Lock == kindRW && ev.Read:
+					who += " (reader)"
+				case ev.Lock == kindRW:
+					who += " (writer)"
 				}
 				checker.Add(faults.Hold{Key: ev.Key, Kind: ev.lockKind(), Worker: who, Shared: ev.Read, Permits: ev.Perm,
 					Start: ev.Start, End: ev.End, Fence: ev.Fence, LastWrite: ev.Write})
@@ -793,13 +798,16 @@ func slowClock() scenario {
 	}
 }
 
-// The same, on one semaphore of two permits instead of the keys: the slow
-// Client's holders keep their permits after the nodes let them go, others
-// take the freed slots, and the checker sees more holders than permits.
-func TestSafety_aClientClockRunningSlowOverfillsASemaphore(t *testing.T) {
+// The same, on a semaphore of two permits and a read-write lock instead of
+// the keys: the slow Client's holders keep their permits, and its readers
+// and writers their holds, after the nodes let them go; others take them,
+// and the checker sees more holders than permits, and a writer together
+// with another holder.
+func TestSafety_aClientClockRunningSlowOverfillsASemaphoreAndLetsWritersIn(t *testing.T) {
 	sc := slowClock()
-	sc.keys, sc.sems = 0, []int{2}
-	sc.enough = func(c *faults.Checker) bool { return len(c.Crowds()) > 0 }
+	sc.keys, sc.sems, sc.rws = 0, []int{2}, 1
+	sc.enough = func(c *faults.Checker) bool { return len(c.Crowds()) > 0 && len(c.Overlaps()) > 0 }
 	rep := runSafety(t, sc)
 	require.NotEmpty(t, rep.crowds, "the checker must see the semaphore over its permits")
+	require.NotZero(t, rep.kinds[kindRW].overlaps, "the checker must see a writer together with another holder")
 }
