@@ -720,7 +720,7 @@ func TestSafety_nodesRestartedEmptyAtOnceAreWaitedOutWithRestartSafety(t *testin
 		t.Skip("restart safety not enforced yet")
 	}
 	sc := outOfModelRestarts(false)
-	sc.sems, sc.rws, sc.workers = []int{2}, 1, 3
+	sc.sems, sc.rws = []int{2}, 1
 	rep := runSafety(t, sc)
 	require.Empty(t, rep.overlaps, "overlapping holds")
 	require.Empty(t, rep.crowds, "more holders of a semaphore than its permits")
