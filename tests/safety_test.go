@@ -167,7 +167,8 @@ func (k *kindReport) String(kind string) string {
 		found = fmt.Sprintf("%d overlapping leaders, %d terms held twice, %d terms out of order, %d late writes",
 			k.overlaps, k.termsTwice, k.fenceInversions, k.lateWrites)
 	default:
-		found = fmt.Sprintf("%d overlapping holds, %d late writes, %d fence inversions", k.overlaps, k.lateWrites, k.fenceInversions)
+		found = fmt.Sprintf("%d overlapping holds, %d late writes, %d fence inversions, %d fences held twice",
+			k.overlaps, k.lateWrites, k.fenceInversions, k.termsTwice)
 	}
 	return fmt.Sprintf("%-10s %s; %s", kind, did, found)
 }
@@ -178,7 +179,7 @@ func (r *safetyReport) String() string {
 	fmt.Fprintf(&b, "seed %d, %v\n", r.seed, r.elapsed.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  acquisitions:           %d of %d attempts (%.1f/s)\n", r.acquired, r.attempts, float64(r.acquired)/r.elapsed.Seconds())
 	fmt.Fprintf(&b, "  faults injected:        %d (%v); worker process paused %d times\n", r.faults.Total(), r.faults, r.subPauses)
-	fmt.Fprintf(&b, "  violations:             %d overlapping holds, %d late writes, %d fence inversions, %d over a semaphore's permits, %d terms held twice\n",
+	fmt.Fprintf(&b, "  violations:             %d overlapping holds, %d late writes, %d fence inversions, %d over a semaphore's permits, %d fences (terms) held twice\n",
 		len(r.overlaps), len(r.lateWrites), len(r.fenceInversions), len(r.crowds), len(r.termsTwice))
 	for _, k := range lockKinds {
 		if kr := r.kinds[k]; kr != nil && kr.attempts > 0 {
