@@ -80,15 +80,21 @@ func newSafetyCluster(t *testing.T, durable bool, seed int64) *safetyCluster {
 
 // scenario is one run of the safety suite.
 type scenario struct {
-	durable     bool          // nodes persist every write (AOF, fsync always)
-	duration    time.Duration // how long the workers run
-	ttl         time.Duration
-	hold        faults.Span   // between a holder's read and its write
-	margin      time.Duration // validity a holder needs left to write
-	keys        int           // key i is fenced when i is odd
-	clients     int           // in-process Clients
-	workers     int           // workers per Client
-	clockRates  []float64     // per Client; missing: the real clock
+	durable  bool          // nodes persist every write (AOF, fsync always)
+	duration time.Duration // how long the workers run
+	ttl      time.Duration
+	hold     faults.Span   // between a holder's read and its write
+	margin   time.Duration // validity a holder needs left to write
+	keys     int           // key i is fenced when i is odd
+	// The other kinds of lock, next to the keys' mutexes: a semaphore per
+	// entry of sems (its permits), rws read-write locks, elections
+	// elections. A worker's turn picks a kind, then a name of that kind.
+	sems        []int
+	rws         int
+	elections   int
+	clients     int       // in-process Clients
+	workers     int       // workers per Client
+	clockRates  []float64 // per Client; missing: the real clock
 	nodeTimeout time.Duration
 	unsafe      bool // WithRestartSafety(false)
 	faults      []faults.Config
@@ -101,8 +107,8 @@ type scenario struct {
 	foreign      bool // plant foreign keys and probe a key a foreign owner holds
 	quiesce      bool // check the nodes for leftovers at the end
 	// enough, when set, ends the run before its duration once it returns
-	// true for the overlaps found so far (checked every 250ms).
-	enough func(overlaps int) bool
+	// true for the holds checked so far (checked every 250ms).
+	enough func(c *faults.Checker) bool
 	// progress, when set, logs the run's counts that often.
 	progress time.Duration
 }
@@ -117,6 +123,9 @@ type safetyReport struct {
 	overlaps        []faults.Overlap
 	lateWrites      []faults.Overlap
 	fenceInversions []faults.Overlap
+	crowds          []faults.Crowd   // more holders of a semaphore than its permits
+	termsTwice      []faults.Overlap // two holds of one key with one fence: two leaders of a term
+	kinds           map[string]*kindReport
 	increments      int64
 	lostUpdates     int64
 	fencedWrites    [3]int64
@@ -128,15 +137,55 @@ type safetyReport struct {
 	leftovers       []string
 }
 
+// kindReport is what a run found for one kind of lock.
+type kindReport struct {
+	attempts, acquired int
+	reads              int // a read-write lock's shared holds
+	permits            []int
+	peak               []int // per semaphore: the most holders at once
+	overlaps           int   // holds that overlapped an exclusive hold of their key
+	lateWrites         int
+	fenceInversions    int // fences (terms) not increasing in the order of the holds
+	crowds             int // holds that began while every permit was held
+	termsTwice         int
+	shared             int // pairs of readers that held together
+}
+
+// String is the kind's line of the summary: what it did, then what its
+// checkers found.
+func (k *kindReport) String(kind string) string {
+	did := fmt.Sprintf("%d of %d attempts", k.acquired, k.attempts)
+	var found string
+	switch kind {
+	case kindSemaphore:
+		did += fmt.Sprintf(" (permits %v, most held at once %v)", k.permits, k.peak)
+		found = fmt.Sprintf("%d over the permits", k.crowds)
+	case kindRW:
+		did += fmt.Sprintf(" (%d reads, %d pairs of readers together)", k.reads, k.shared)
+		found = fmt.Sprintf("%d overlapping a writer, %d late writes", k.overlaps, k.lateWrites)
+	case kindElection:
+		found = fmt.Sprintf("%d overlapping leaders, %d terms held twice, %d terms out of order, %d late writes",
+			k.overlaps, k.termsTwice, k.fenceInversions, k.lateWrites)
+	default:
+		found = fmt.Sprintf("%d overlapping holds, %d late writes, %d fence inversions, %d fences held twice",
+			k.overlaps, k.lateWrites, k.fenceInversions, k.termsTwice)
+	}
+	return fmt.Sprintf("%-10s %s; %s", kind, did, found)
+}
+
 // String is the run's summary, as make soak prints it.
 func (r *safetyReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %v\n", r.seed, r.elapsed.Round(time.Millisecond))
 	fmt.Fprintf(&b, "  acquisitions:           %d of %d attempts (%.1f/s)\n", r.acquired, r.attempts, float64(r.acquired)/r.elapsed.Seconds())
 	fmt.Fprintf(&b, "  faults injected:        %d (%v); worker process paused %d times\n", r.faults.Total(), r.faults, r.subPauses)
-	fmt.Fprintf(&b, "  overlapping holds:      %d\n", len(r.overlaps))
-	fmt.Fprintf(&b, "  late writes:            %d\n", len(r.lateWrites))
-	fmt.Fprintf(&b, "  fence inversions:       %d\n", len(r.fenceInversions))
+	fmt.Fprintf(&b, "  violations:             %d overlapping holds, %d late writes, %d fence inversions, %d over a semaphore's permits, %d fences (terms) held twice\n",
+		len(r.overlaps), len(r.lateWrites), len(r.fenceInversions), len(r.crowds), len(r.termsTwice))
+	for _, k := range lockKinds {
+		if kr := r.kinds[k]; kr != nil && kr.attempts > 0 {
+			fmt.Fprintf(&b, "    %s\n", kr.String(k))
+		}
+	}
 	fmt.Fprintf(&b, "  lost updates:           %d of %d increments\n", r.lostUpdates, r.increments)
 	fmt.Fprintf(&b, "  fenced writes:          %d accepted, %d refused, %d stale accepted\n",
 		r.fencedWrites[faults.Accepted]+r.fencedWrites[faults.AcceptedStale], r.fencedWrites[faults.Refused], r.staleAccepted)
@@ -190,6 +239,16 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		keys[i] = fmt.Sprintf("lock:safety:%d:%d", seed, i)
 		fenced[i] = i%2 == 1
 	}
+	var sems, rws, elections []string
+	for i := range sc.sems {
+		sems = append(sems, fmt.Sprintf("sem:safety:%d:%d", seed, i))
+	}
+	for i := range sc.rws {
+		rws = append(rws, fmt.Sprintf("rw:safety:%d:%d", seed, i))
+	}
+	for i := range sc.elections {
+		elections = append(elections, fmt.Sprintf("election:safety:%d:%d", seed, i))
+	}
 	foreignUntil := time.Now().Add(sc.duration + foreignTTL)
 	var plantErr error
 	var plantMu sync.Mutex
@@ -204,12 +263,23 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		return func(ev workerEvent) {
 			tl.event(worker, ev)
 			if ev.Type == "hold" {
-				checker.Add(faults.Hold{Key: ev.Key, Worker: worker, Start: ev.Start, End: ev.End, Fence: ev.Fence, LastWrite: ev.Write})
+				who := worker
+				switch {
+				case ev.Perm > 0:
+					who += " (" + ev.Store[strings.LastIndex(ev.Store, "}")+1:] + ")" // the permit's slot
+				case ev.Lock == kindRW && ev.Read:
+					who += " (reader)"
+				case ev.Lock == kindRW:
+					who += " (writer)"
+				}
+				checker.Add(faults.Hold{Key: ev.Key, Kind: ev.lockKind(), Worker: who, Shared: ev.Read, Permits: ev.Perm,
+					Start: ev.Start, End: ev.End, Fence: ev.Fence, LastWrite: ev.Write})
 			}
 		}
 	}
 	spec := workerSpec{
 		Addrs: cl.addrs, Store: cl.store.Addr(), Keys: keys, Fenced: fenced, TTL: sc.ttl,
+		Sems: sems, Permits: sc.sems, RWs: rws, Elections: elections,
 		Hold: sc.hold, Margin: sc.margin, Wait: 2 * time.Second, NodeTimeout: sc.nodeTimeout,
 		MaxTTL: sc.ttl, Unsafe: sc.unsafe, TryOnly: sc.tryOnly, Durable: sc.durable, Duration: sc.duration, MaxHolds: 1_000_000,
 	}
@@ -361,8 +431,8 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 				tl.mu.Lock()
 				acquired, attempts := tl.acquired, tl.attempts
 				tl.mu.Unlock()
-				t.Logf("%v: %d acquisitions of %d attempts, %d overlapping holds so far",
-					time.Since(start).Round(time.Second), acquired, attempts, len(checker.Overlaps()))
+				t.Logf("%v: %d acquisitions of %d attempts, %d overlapping holds and %d over a semaphore's permits so far",
+					time.Since(start).Round(time.Second), acquired, attempts, len(checker.Overlaps()), len(checker.Crowds()))
 			}
 		}()
 	}
@@ -372,7 +442,7 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 			defer wg.Done()
 			for n := 0; n < 100_000 && ctx.Err() == nil && time.Since(start) < sc.duration; n++ {
 				sleepCtx(ctx, 250*time.Millisecond)
-				if sc.enough(len(checker.Overlaps())) {
+				if sc.enough(checker) {
 					cancel()
 				}
 			}
@@ -399,7 +469,15 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		rep.errKinds[k] = v
 	}
 	rep.errSample = tl.errSample
-	for _, k := range keys {
+	// The resource's keys: the mutexes' keys, and the keys the other
+	// kinds wrote to (semaphore slots, writer keys, election keys).
+	storeKeys := slices.Clone(keys)
+	for k := range tl.increments {
+		if !slices.Contains(storeKeys, k) {
+			storeKeys = append(storeKeys, k)
+		}
+	}
+	for _, k := range storeKeys {
 		rep.increments += tl.increments[k]
 		n, err := store.Read(k)
 		require.NoError(t, err)
@@ -409,10 +487,16 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 		}
 	}
 	tokens := tl.tokens
+	rep.kinds = map[string]*kindReport{}
+	for k, kt := range tl.byKind {
+		rep.kinds[k] = &kindReport{attempts: kt.attempts, acquired: kt.acquired, reads: kt.reads}
+	}
+	rep.kinds[kindSemaphore].permits = sc.sems
 	tl.mu.Unlock()
-	rep.overlaps = checker.Overlaps()
-	rep.lateWrites = checker.LateWrites()
-	rep.fenceInversions = checker.FenceInversions()
+	rep.check(checker)
+	for _, name := range sems {
+		rep.kinds[kindSemaphore].peak = append(rep.kinds[kindSemaphore].peak, checker.Peak(name))
+	}
 	require.Equal(t, rep.acquired, checker.Len())
 
 	if sc.quiesce {
@@ -427,14 +511,49 @@ func runSafety(t *testing.T, sc scenario) *safetyReport {
 	}
 	// After the summary, so that a long run's figures are not lost.
 	require.NoError(t, harnessErr, "the harness failed")
-	for i, o := range rep.overlaps {
+	logSome(t, "overlap", rep.overlaps)
+	logSome(t, "over the permits", rep.crowds)
+	logSome(t, "term held twice", rep.termsTwice)
+	logSome(t, "fence inversion", rep.fenceInversions)
+	return rep
+}
+
+// logSome logs the first five of what, one a line.
+func logSome[T fmt.Stringer](t *testing.T, what string, vs []T) {
+	t.Helper()
+	for i, v := range vs {
 		if i == 5 {
-			t.Logf("... %d more overlaps", len(rep.overlaps)-i)
+			t.Logf("... %d more (%s)", len(vs)-i, what)
 			break
 		}
-		t.Logf("overlap: %v", o)
+		t.Logf("%s: %v", what, v)
 	}
-	return rep
+}
+
+// check runs the checkers on the run's holds and counts what they found
+// per kind of lock (the kind of the later hold of a pair).
+func (r *safetyReport) check(c *faults.Checker) {
+	r.overlaps = c.Overlaps()
+	r.lateWrites = c.LateWrites()
+	r.fenceInversions = c.FenceInversions()
+	r.crowds = c.Crowds()
+	r.termsTwice = c.TermsHeldTwice()
+	for _, o := range r.overlaps {
+		r.kinds[o.B.Kind].overlaps++
+	}
+	for _, o := range r.lateWrites {
+		r.kinds[o.A.Kind].lateWrites++
+	}
+	for _, o := range r.fenceInversions {
+		r.kinds[o.B.Kind].fenceInversions++
+	}
+	for _, cr := range r.crowds {
+		r.kinds[cr.Holds[0].Kind].crowds++
+	}
+	for _, o := range r.termsTwice {
+		r.kinds[o.B.Kind].termsTwice++
+	}
+	r.kinds[kindRW].shared = c.SharedOverlaps()
 }
 
 // soakEnv names the environment variable that sets the duration of the
@@ -454,7 +573,7 @@ func TestSafety_soak(t *testing.T) {
 	d, err := time.ParseDuration(v)
 	require.NoError(t, err, "$%s", soakEnv)
 	sc := inModel(d)
-	sc.keys, sc.clients, sc.workers = 8, 4, 4
+	sc.keys, sc.sems, sc.rws, sc.elections, sc.clients, sc.workers = 8, []int{2, 3}, 2, 2, 4, 4
 	sc.progress = time.Minute
 	rep := runSafety(t, sc)
 	fmt.Printf("soak summary:\n%s\n", rep)
@@ -510,8 +629,10 @@ func leftovers(t *testing.T, nodes []*redistest.Server, keys []string, tokens ma
 	return out
 }
 
-// inModel is the in-model scenario of duration d: at most 2 of 5 nodes
-// faulty at once, with every in-model kind of fault, on durable nodes; a
+// inModel is the in-model scenario of duration d: the four kinds of lock
+// (4 mutex keys, a semaphore of 2 permits, a read-write lock and an
+// election); at most 2 of 5 nodes faulty at once, with every in-model
+// kind of fault, on durable nodes; a
 // client clock 0.5% fast and one 0.5% slow (the drift allowance is 1%);
 // the worker subprocess paused for up to 40ms now and then.
 func inModel(d time.Duration) scenario {
@@ -519,7 +640,7 @@ func inModel(d time.Duration) scenario {
 	return scenario{
 		durable: true, duration: d, ttl: ttl,
 		hold: faults.Span{Min: time.Millisecond, Max: 15 * time.Millisecond}, margin: 300 * time.Millisecond,
-		keys: 4, clients: 3, workers: 3, clockRates: []float64{1.005, 0.995},
+		keys: 4, sems: []int{2}, rws: 1, elections: 1, clients: 3, workers: 3, clockRates: []float64{1.005, 0.995},
 		nodeTimeout: 150 * time.Millisecond,
 		faults: []faults.Config{{
 			Kinds: faults.InModel(), MaxFaulty: 2, MaxTTL: ttl, Exclusion: ttl + 100*time.Millisecond,
@@ -537,7 +658,9 @@ func requireNoViolations(t *testing.T, rep *safetyReport) {
 	t.Helper()
 	require.Empty(t, rep.overlaps, "overlapping holds")
 	require.Empty(t, rep.lateWrites, "late writes")
-	require.Empty(t, rep.fenceInversions, "fences out of acquisition order")
+	require.Empty(t, rep.fenceInversions, "fences (terms) out of acquisition order")
+	require.Empty(t, rep.crowds, "more holders of a semaphore than its permits")
+	require.Empty(t, rep.termsTwice, "two holds of one fence (two leaders of one term)")
 	require.Zero(t, rep.lostUpdates, "lost updates")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
 	require.Zero(t, rep.foreignWon, "a foreign owner's lock was taken")
@@ -559,7 +682,7 @@ func TestSafety_inModelFaultsCauseNoViolation(t *testing.T) {
 }
 
 // outOfModelRestarts restarts one or two nodes empty at once, about twice
-// a second, while holds last 100-400ms.
+// a second, while holds of 3 mutex keys last 100-400ms.
 func outOfModelRestarts(unsafe bool) scenario {
 	ttl := time.Second
 	return scenario{
@@ -578,7 +701,7 @@ func outOfModelRestarts(unsafe bool) scenario {
 func TestSafety_nodesRestartedEmptyAtOnceBreakExclusionWithoutRestartSafety(t *testing.T) {
 	sc := outOfModelRestarts(true)
 	sc.duration = 20 * time.Second // at most; usually a few seconds
-	sc.enough = func(n int) bool { return n >= 5 }
+	sc.enough = func(c *faults.Checker) bool { return len(c.Overlaps()) >= 5 }
 	rep := runSafety(t, sc)
 	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of nodes that forget")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
@@ -586,7 +709,8 @@ func TestSafety_nodesRestartedEmptyAtOnceBreakExclusionWithoutRestartSafety(t *t
 }
 
 // The same faults with restart safety on: a node that came back empty is
-// not counted until the longest TTL has passed, and nothing overlaps.
+// not counted until the longest TTL has passed, and nothing overlaps: no
+// mutex, no writer, no semaphore over its permits.
 // Fences may go backwards, though: a fence counter has no TTL to wait
 // out, and once every node of some quorum has come back empty since the
 // last fenced acquisition of a key, its counter is gone (each node here
@@ -596,8 +720,11 @@ func TestSafety_nodesRestartedEmptyAtOnceAreWaitedOutWithRestartSafety(t *testin
 	if !restartSafetyEnforced {
 		t.Skip("restart safety not enforced yet")
 	}
-	rep := runSafety(t, outOfModelRestarts(false))
+	sc := outOfModelRestarts(false)
+	sc.sems, sc.rws = []int{2}, 1
+	rep := runSafety(t, sc)
 	require.Empty(t, rep.overlaps, "overlapping holds")
+	require.Empty(t, rep.crowds, "more holders of a semaphore than its permits")
 	require.Zero(t, rep.lostUpdates, "lost updates")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
 	require.Greater(t, rep.acquired, 5, "the run did work")
@@ -622,7 +749,7 @@ func TestSafety_aNodeWhoseKeysExpireEarlyBreaksExclusion(t *testing.T) {
 				Gap:  faults.Span{Min: time.Millisecond, Max: 10 * time.Millisecond},
 				Hold: faults.Span{Min: 50 * time.Millisecond, Max: 150 * time.Millisecond}},
 		},
-		enough: func(n int) bool { return n >= 3 },
+		enough: func(c *faults.Checker) bool { return len(c.Overlaps()) >= 3 },
 	})
 	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of a node whose keys expire early")
 	require.Zero(t, rep.staleAccepted, "stale writes accepted")
@@ -655,13 +782,33 @@ func TestSafety_aHolderPausedPastItsValidityWritesLate(t *testing.T) {
 // the others take the key once the nodes let it go. The checker sees
 // holds overlap; the fenced register accepts no stale write.
 func TestSafety_aClientClockRunningSlowBreaksExclusion(t *testing.T) {
+	rep := runSafety(t, slowClock())
+	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of a client whose clock runs slow")
+	require.Zero(t, rep.staleAccepted, "stale writes accepted")
+}
+
+// slowClock is the scenario of a Client whose clock runs 30% slow, on two
+// mutex keys, until the checker saw 3 overlaps (at most 20s).
+func slowClock() scenario {
 	ttl := 400 * time.Millisecond
-	rep := runSafety(t, scenario{
+	return scenario{
 		duration: 20 * time.Second, ttl: ttl, // at most; usually a few seconds
 		hold: faults.Span{Min: 300 * time.Millisecond, Max: 500 * time.Millisecond}, margin: 10 * time.Millisecond,
 		keys: 2, clients: 3, workers: 2, clockRates: []float64{0.7}, nodeTimeout: 150 * time.Millisecond,
-		enough: func(n int) bool { return n >= 3 },
-	})
-	require.NotEmpty(t, rep.overlaps, "the checker must see the overlaps of a client whose clock runs slow")
-	require.Zero(t, rep.staleAccepted, "stale writes accepted")
+		enough: func(c *faults.Checker) bool { return len(c.Overlaps()) >= 3 },
+	}
+}
+
+// The same, on a semaphore of two permits and a read-write lock instead of
+// the keys: the slow Client's holders keep their permits, and its readers
+// and writers their holds, after the nodes let them go; others take them,
+// and the checker sees more holders than permits, and a writer together
+// with another holder.
+func TestSafety_aClientClockRunningSlowOverfillsASemaphoreAndLetsWritersIn(t *testing.T) {
+	sc := slowClock()
+	sc.keys, sc.sems, sc.rws = 0, []int{2}, 1
+	sc.enough = func(c *faults.Checker) bool { return len(c.Crowds()) > 0 && len(c.Overlaps()) > 0 }
+	rep := runSafety(t, sc)
+	require.NotEmpty(t, rep.crowds, "the checker must see the semaphore over its permits")
+	require.NotZero(t, rep.kinds[kindRW].overlaps, "the checker must see a writer together with another holder")
 }

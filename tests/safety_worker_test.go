@@ -33,11 +33,17 @@ const workerEnv = "REDLOCK_SAFETY_WORKER"
 
 // workerSpec is what a worker needs, in-process or in a subprocess.
 type workerSpec struct {
-	Name        string        `json:"name"`
-	Addrs       []string      `json:"addrs"` // the nodes (their proxies)
-	Store       string        `json:"store"` // the resource's node
-	Keys        []string      `json:"keys"`
-	Fenced      []bool        `json:"fenced"` // per key: acquire WithFencing and write to the fenced register
+	Name   string   `json:"name"`
+	Addrs  []string `json:"addrs"` // the nodes (their proxies)
+	Store  string   `json:"store"` // the resource's node
+	Keys   []string `json:"keys"`
+	Fenced []bool   `json:"fenced"` // per key: acquire WithFencing and write to the fenced register
+	// The other kinds of lock the worker takes besides the keys' mutexes:
+	// each turn picks a kind, then a name of that kind.
+	Sems        []string      `json:"sems"`      // semaphore names
+	Permits     []int         `json:"permits"`   // per semaphore
+	RWs         []string      `json:"rws"`       // read-write lock names
+	Elections   []string      `json:"elections"` // election names
 	TTL         time.Duration `json:"ttl"`
 	Hold        faults.Span   `json:"hold"`   // time between the read and the write
 	Margin      time.Duration `json:"margin"` // validity needed left to write
@@ -73,15 +79,46 @@ type workerEvent struct {
 	Token string        `json:"tok,omitempty"`
 	Kind  string        `json:"kind,omitempty"` // error kind
 	Msg   string        `json:"msg,omitempty"`  // error text
+	Lock  string        `json:"lk,omitempty"`   // the kind of lock: mutex (empty), semaphore, rwlock, election
+	Store string        `json:"st,omitempty"`   // the resource's key written, when not Key
+	Read  bool          `json:"rd,omitempty"`   // a reader's hold
+	Perm  int           `json:"p,omitempty"`    // the semaphore's permits
 }
+
+// lockKind is the kind of lock of ev, for reports.
+func (ev workerEvent) lockKind() string {
+	if ev.Lock == "" {
+		return kindMutex
+	}
+	return ev.Lock
+}
+
+// storeKey is the resource's key ev's hold wrote to.
+func (ev workerEvent) storeKey() string {
+	if ev.Store != "" {
+		return ev.Store
+	}
+	return ev.Key
+}
+
+// The kinds of lock, as reports name them.
+const (
+	kindMutex     = "mutex"
+	kindSemaphore = "semaphore"
+	kindRW        = "rwlock"
+	kindElection  = "election"
+)
+
+var lockKinds = []string{kindMutex, kindSemaphore, kindRW, kindElection}
 
 // tally is what the workers of a run counted.
 type tally struct {
 	mu         sync.Mutex
 	attempts   int
 	acquired   int
-	increments map[string]int64
-	fenced     [3]int64 // by faults.WriteResult
+	byKind     map[string]*kindTally
+	increments map[string]int64 // by the resource's key
+	fenced     [3]int64         // by faults.WriteResult
 	errKinds   map[string]int
 	errSample  map[string]string // an error of each kind, with its worker
 	tokens     map[string]bool
@@ -89,17 +126,33 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{increments: map[string]int64{}, errKinds: map[string]int{}, errSample: map[string]string{}, tokens: map[string]bool{}}
+	t := &tally{byKind: map[string]*kindTally{}, increments: map[string]int64{}, errKinds: map[string]int{}, errSample: map[string]string{}, tokens: map[string]bool{}}
+	for _, k := range lockKinds {
+		t.byKind[k] = &kindTally{}
+	}
+	return t
+}
+
+// kindTally is what the workers counted for one kind of lock.
+type kindTally struct {
+	attempts, acquired int
+	reads              int // a read-write lock's shared holds
 }
 
 func (t *tally) event(worker string, ev workerEvent) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	kt := t.byKind[ev.lockKind()]
 	switch ev.Type {
 	case "hold":
 		t.acquired++
 		t.attempts++
-		t.increments[ev.Key] += int64(ev.Incr)
+		kt.acquired++
+		kt.attempts++
+		if ev.Read {
+			kt.reads++
+		}
+		t.increments[ev.storeKey()] += int64(ev.Incr)
 		if ev.Res > 0 {
 			t.fenced[ev.Res-1]++
 		}
@@ -109,6 +162,7 @@ func (t *tally) event(worker string, ev workerEvent) {
 	case "err":
 		if strings.HasPrefix(ev.Kind, "acquire") {
 			t.attempts++
+			kt.attempts++
 		}
 		t.errKinds[ev.Kind]++
 		if _, ok := t.errSample[ev.Kind]; !ok {
@@ -213,30 +267,104 @@ func (w *worker) realValidity(l *redlock.Lock) time.Duration {
 	return w.clk.RealDuration(l.Validity())
 }
 
-// once takes a random key, reads its counter, waits, writes it plus one
-// if the lock still has Margin of validity, and releases.
-func (w *worker) once(ctx context.Context) {
+// turn is one hold a worker takes: the kind of lock, the checker's key,
+// and how the hold is taken and used.
+type turn struct {
+	kind    string
+	key     string // the checker's key: the mutex's key, or the kind's name
+	fenced  bool   // write the fenced register with the lock's fence (an election's term)
+	read    bool   // a reader's hold: it reads the counter and writes nothing
+	permits int    // a semaphore's permits
+	take    func(ctx context.Context) (*redlock.Lock, error)
+}
+
+// kinds returns the kinds of lock the worker's spec has names for.
+func (w *worker) kinds() []string {
+	var out []string
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{kindMutex, len(w.spec.Keys)}, {kindSemaphore, len(w.spec.Sems)}, {kindRW, len(w.spec.RWs)}, {kindElection, len(w.spec.Elections)}} {
+		if k.n > 0 {
+			out = append(out, k.kind)
+		}
+	}
+	return out
+}
+
+// pick draws the worker's next turn: a kind, a name of that kind, and
+// whether it waits (Lock) or tries once (TryLock). A spec with only keys
+// draws what it drew before there were other kinds.
+func (w *worker) pick() turn {
+	kind := kindMutex
+	switch ks := w.kinds(); {
+	case len(ks) == 1:
+		kind = ks[0]
+	case len(ks) > 1:
+		kind = ks[w.rng.Intn(len(ks))]
+	}
+	switch kind {
+	case kindSemaphore:
+		i := w.rng.Intn(len(w.spec.Sems))
+		sem := w.client.Semaphore(w.spec.Sems[i], w.spec.Permits[i])
+		take := sem.Acquire
+		if w.rng.Intn(4) == 0 || w.spec.TryOnly {
+			take = sem.TryAcquire
+		}
+		return turn{kind: kind, key: sem.Name(), permits: sem.Permits(),
+			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, w.spec.TTL) }}
+	case kindRW:
+		rw := w.client.RWLock(w.spec.RWs[w.rng.Intn(len(w.spec.RWs))])
+		read, try := w.rng.Intn(2) == 0, w.rng.Intn(4) == 0 || w.spec.TryOnly
+		take := rw.Lock
+		switch {
+		case read && try:
+			take = rw.TryRLock
+		case read:
+			take = rw.RLock
+		case try:
+			take = rw.TryLock
+		}
+		return turn{kind: kind, key: rw.Name(), read: read,
+			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, w.spec.TTL) }}
+	case kindElection:
+		e := w.client.Election(w.spec.Elections[w.rng.Intn(len(w.spec.Elections))])
+		return turn{kind: kind, key: e.Name(), fenced: true,
+			take: func(ctx context.Context) (*redlock.Lock, error) { return e.Campaign(ctx, w.spec.Name, w.spec.TTL) }}
+	}
 	i := w.rng.Intn(len(w.spec.Keys))
 	key, fenced := w.spec.Keys[i], w.spec.Fenced[i]
 	var opts []redlock.LockOption
 	if fenced {
 		opts = append(opts, redlock.WithFencing())
 	}
-	try := w.rng.Intn(4) == 0 || w.spec.TryOnly
+	take := w.client.Lock
+	if w.rng.Intn(4) == 0 || w.spec.TryOnly {
+		take = w.client.TryLock
+	}
+	return turn{kind: kindMutex, key: key, fenced: fenced,
+		take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, key, w.spec.TTL, opts...) }}
+}
+
+// once takes a lock of a random kind and name; unless it is a reader's,
+// it reads the resource's counter, waits, and writes it plus one if the
+// lock still has Margin of validity; then it releases. The counter is the
+// lock key's (a semaphore's: its permit's slot, each a mutex; a
+// read-write lock's: its writer key).
+func (w *worker) once(ctx context.Context) {
+	t := w.pick()
 	hold := w.spec.Hold.Draw(w.rng)
-	extend := w.rng.Intn(5) == 0
+	extend := w.rng.Intn(5) == 0 && t.kind != kindElection // a leader extends itself
 	lctx, cancel := context.WithTimeout(ctx, w.spec.Wait)
 	defer cancel()
-	var l *redlock.Lock
-	var err error
-	if try {
-		l, err = w.client.TryLock(lctx, key, w.spec.TTL, opts...)
-	} else {
-		l, err = w.client.Lock(lctx, key, w.spec.TTL, opts...)
+	l, err := t.take(lctx)
+	lk := t.kind
+	if lk == kindMutex {
+		lk = ""
 	}
 	if err != nil {
 		if ctx.Err() == nil { // the end of the run is no error
-			w.emit(workerEvent{Type: "err", Kind: errKind("acquire", err), Msg: err.Error()})
+			w.emit(workerEvent{Type: "err", Lock: lk, Kind: errKind(strings.TrimSpace("acquire "+lk), err), Msg: err.Error()})
 			// A TryLock that found the key busy tries again a little later.
 			sleepCtx(ctx, time.Duration(1+w.rng.Intn(5))*time.Millisecond)
 		}
@@ -244,40 +372,52 @@ func (w *worker) once(ctx context.Context) {
 	}
 	start := faults.Mono()
 	end := start + w.realValidity(l)
-	ev := workerEvent{Type: "hold", Key: key, Start: start, Fence: l.Fence(), Token: l.Token()}
-
+	ev := workerEvent{Type: "hold", Key: t.key, Start: start, Fence: l.Fence(), Token: l.Token(), Lock: lk, Read: t.read, Perm: t.permits}
+	if l.Key() != t.key {
+		ev.Store = l.Key()
+	}
 	bg := context.WithoutCancel(ctx)
-	v, rerr := w.store.Read(key)
+	v, rerr := w.store.Read(ev.storeKey())
 	sleepCtx(bg, hold)
 	if extend {
 		if err := l.Extend(bg, w.spec.TTL); err != nil {
-			w.emit(workerEvent{Type: "err", Kind: errKind("extend", err), Msg: err.Error()})
+			w.emit(workerEvent{Type: "err", Lock: lk, Kind: errKind("extend", err), Msg: err.Error()})
 		} else {
 			end = max(end, faults.Mono()+w.realValidity(l))
 		}
 	}
-	if rerr == nil && w.realValidity(l) > w.spec.Margin {
-		if w.spec.Announce {
-			w.emit(workerEvent{Type: "checked", Key: key})
-			time.Sleep(20 * time.Millisecond) // the parent may stop us here
-		}
-		if err := w.store.Write(key, v+1); err == nil {
-			ev.Incr = 1
-			ev.Write = faults.Mono()
-		}
-		if fenced {
-			res, err := w.store.FencedWrite(key, l.Fence(), start, v+1)
-			if err == nil {
-				ev.Res = int(res) + 1
-			}
-		}
+	if rerr == nil && !t.read && w.realValidity(l) > w.spec.Margin {
+		w.write(&ev, l, t.fenced, v+1)
 	}
 	release := faults.Mono()
+	if t.kind == kindElection {
+		// What the leader's extensions gave it.
+		end = max(end, release+w.realValidity(l))
+	}
 	ev.End = min(end, release)
 	if err := l.Unlock(bg); err != nil {
-		w.emit(workerEvent{Type: "err", Kind: errKind("unlock", err), Msg: err.Error()})
+		w.emit(workerEvent{Type: "err", Lock: lk, Kind: errKind("unlock", err), Msg: err.Error()})
 	}
 	w.emit(ev)
+}
+
+// write writes v to the hold's counter, and to its fenced register when
+// fenced, and records both in ev.
+func (w *worker) write(ev *workerEvent, l *redlock.Lock, fenced bool, v int64) {
+	if w.spec.Announce {
+		w.emit(workerEvent{Type: "checked", Key: ev.Key})
+		time.Sleep(20 * time.Millisecond) // the parent may stop us here
+	}
+	if err := w.store.Write(ev.storeKey(), v); err == nil {
+		ev.Incr = 1
+		ev.Write = faults.Mono()
+	}
+	if fenced {
+		res, err := w.store.FencedWrite(ev.storeKey(), l.Fence(), ev.Start, v)
+		if err == nil {
+			ev.Res = int(res) + 1
+		}
+	}
 }
 
 // sleepCtx sleeps for d or until ctx ends.

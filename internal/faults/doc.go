@@ -16,9 +16,10 @@
 //     and the system-wide monotonic clock (CLOCK_MONOTONIC) on which every
 //     process of a run records its holds.
 //   - Checker and Store: the record of every hold ([acquired, end] per key)
-//     with the overlaps, late writes and fence inversions found in it; a
-//     counter and a fenced store on a Redis node of their own, which count
-//     lost updates and stale writes.
+//     with the overlaps (readers may share), late writes, fence
+//     inversions, terms held twice and holds over a semaphore's permits
+//     found in it; a counter and a fenced store on a Redis node of their
+//     own, which count lost updates and stale writes.
 //
 // A schedule is random but seeded: a run prints its seed, and setting
 // REDLOCK_FAULT_SEED replays it. Every loop in the package is bounded in

@@ -197,6 +197,44 @@ func TestChecker_findsOverlapsLateWritesAndFenceInversions(t *testing.T) {
 	require.Equal(t, "w3", inv[0].B.Worker)
 }
 
+func TestChecker_readersMayShareAndSemaphoresHoldUpToTheirPermits(t *testing.T) {
+	c := NewChecker()
+	ms := time.Millisecond
+	// A read-write lock: r1 and r2 share, w1 overlaps r2, w2 follows.
+	c.Add(Hold{Key: "rw", Worker: "r1", Shared: true, Start: 0, End: 10 * ms})
+	c.Add(Hold{Key: "rw", Worker: "r2", Shared: true, Start: 5 * ms, End: 20 * ms})
+	c.Add(Hold{Key: "rw", Worker: "w1", Start: 15 * ms, End: 25 * ms})
+	c.Add(Hold{Key: "rw", Worker: "w2", Start: 25 * ms, End: 30 * ms})
+	// A semaphore of two permits: three holders at once from 12ms to 14ms.
+	c.Add(Hold{Key: "sem", Worker: "s1", Permits: 2, Start: 0, End: 14 * ms})
+	c.Add(Hold{Key: "sem", Worker: "s2", Permits: 2, Start: 5 * ms, End: 20 * ms})
+	c.Add(Hold{Key: "sem", Worker: "s3", Permits: 2, Start: 10 * ms, End: 12 * ms}) // s1, s2 and s3: too many
+	c.Add(Hold{Key: "sem", Worker: "s4", Permits: 2, Start: 14 * ms, End: 30 * ms}) // s1 ended: two
+	c.Add(Hold{Key: "sem", Worker: "s5", Permits: 2, Start: 25 * ms, End: 25 * ms}) // empty window
+	// An election: two leaders of term 3.
+	c.Add(Hold{Key: "e", Worker: "l1", Start: 0, End: 10 * ms, Fence: 3})
+	c.Add(Hold{Key: "e", Worker: "l2", Start: 10 * ms, End: 20 * ms, Fence: 3})
+
+	ov := c.Overlaps()
+	require.Len(t, ov, 1, "%v", ov)
+	require.Equal(t, "r2", ov[0].A.Worker)
+	require.Equal(t, "w1", ov[0].B.Worker)
+	require.Equal(t, 1, c.SharedOverlaps())
+
+	cr := c.Crowds()
+	require.Len(t, cr, 1, "%v", cr)
+	require.Equal(t, 10*ms, cr[0].At)
+	require.Len(t, cr[0].Holds, 3)
+	require.Contains(t, cr[0].String(), "3 holders of 2 permits")
+	require.Equal(t, 3, c.Peak("sem"))
+	require.Equal(t, 2, c.Peak("rw"))
+
+	twice := c.TermsHeldTwice()
+	require.Len(t, twice, 1)
+	require.Equal(t, "l2", twice[0].B.Worker)
+	require.Len(t, c.FenceInversions(), 1)
+}
+
 func TestStore_fencedRegisterRefusesLowerFencesAndCountsStaleWrites(t *testing.T) {
 	s := redistest.StartT(t, 1).Node(0)
 	st := NewStore(s.Addr())
