@@ -458,7 +458,7 @@ func (c config) validateKind() error {
 		return fmt.Errorf("-workers %d must be more than -permits %d: the contended phase needs workers that wait", d.workers, d.permits)
 	case c.mode == modeRWLock && c.workers != 0:
 		return errors.New("-mode rwlock takes -readers and -writers, not -workers")
-	case c.mode == modeRWLock && d.workers == 0:
+	case c.mode == modeRWLock && d.readers+d.writers == 0:
 		return errors.New("-readers 0 -writers 0: rwlock mode needs a reader or a writer")
 	case c.mode == modeElection && d.workers < 2:
 		return fmt.Errorf("-workers %d: an election needs at least 2 candidates, so that another can take over", d.workers)
