@@ -182,6 +182,15 @@ func (c config) sharedKey() bool {
 	return c.mode == modeContended || c.mode == modeTakeover || c.kindMode()
 }
 
+// measureTime is the longest one pool kind's run measures: -duration,
+// twice in semaphore mode (two phases).
+func (c config) measureTime() time.Duration {
+	if c.mode == modeSemaphore {
+		return 2 * c.duration
+	}
+	return c.duration
+}
+
 // kindMode reports whether the mode measures a semaphore, a read-write
 // lock or an election rather than the mutex.
 func (c config) kindMode() bool { return slices.Contains(kindModes, c.mode) }

@@ -42,7 +42,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	}
 
 	kinds := cfg.poolKinds()
-	prog := startProgress(stderr, time.Duration(len(kinds))*cfg.duration)
+	prog := startProgress(stderr, time.Duration(len(kinds))*cfg.measureTime())
 	var runs []*runResult
 	for i, kind := range kinds {
 		if i > 0 && ctx.Err() != nil {
