@@ -112,7 +112,7 @@ type config struct {
 	permits     int           // semaphore mode: the semaphore's permits; 0: by mode
 	readers     int           // rwlock mode: reader workers; byMode: by mode
 	writers     int           // rwlock mode: writer workers; byMode: by mode
-	terms       int           // election mode: leaders' terms to end; 0: by mode
+	terms       int           // election mode: successions to measure; 0: by mode
 }
 
 func defaultConfig() config {
@@ -233,7 +233,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.pool, "pool", cfg.pool, "the older name of -client (\"plain\" is \"redigo\")")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
-	fs.Func("duration", "how long to measure, per pool kind and phase (default 3s; in election mode 1m, a bound: the run ends after -terms terms)", durationSetter(&cfg.duration))
+	fs.Func("duration", "measure for `duration`, per pool kind and phase (default 3s; in election mode 1m, a bound: the run ends after -terms successions)", durationSetter(&cfg.duration))
 	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended and takeover, twice -permits for semaphore, 3 candidates for election; rwlock: -readers and -writers)")
 	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise)", positiveSetter(&cfg.clients))
 	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover, 500ms for election)", durationSetter(&cfg.ttl))
@@ -241,7 +241,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Func("permits", "semaphore mode: the semaphore's `K` permits (default 4)", positiveSetter(&cfg.permits))
 	fs.Func("readers", "rwlock mode: `R` reader workers (default 4)", nonNegativeSetter(&cfg.readers))
 	fs.Func("writers", "rwlock mode: `W` writer workers (default 1)", nonNegativeSetter(&cfg.writers))
-	fs.Func("terms", "election mode: end the run after `N` leaders' terms, ended alternately by Unlock (resign) and by death (default 20)", positiveSetter(&cfg.terms))
+	fs.Func("terms", "election mode: measure `N` successions, from a leader's end (by resigning and by dying, in turn) to the next leader (default 20)", positiveSetter(&cfg.terms))
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
 	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
 	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
