@@ -238,10 +238,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise)", positiveSetter(&cfg.clients))
 	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover, 500ms for election)", durationSetter(&cfg.ttl))
 	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended, takeover, semaphore, rwlock and election (a leader's term), 0 otherwise)", durationSetter(&cfg.hold))
-	fs.Func("permits", "semaphore mode: the semaphore's `K` permits (default 4)", positiveSetter(&cfg.permits))
-	fs.Func("readers", "rwlock mode: `R` reader workers (default 4)", nonNegativeSetter(&cfg.readers))
-	fs.Func("writers", "rwlock mode: `W` writer workers (default 1)", nonNegativeSetter(&cfg.writers))
-	fs.Func("terms", "election mode: measure `N` successions, from a leader's end (by resigning and by dying, in turn) to the next leader (default 20)", positiveSetter(&cfg.terms))
+	kindFlags(fs, &cfg)
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
 	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
 	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
@@ -273,6 +270,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	return cfg, cfg.validate()
+}
+
+// kindFlags defines the flags of the semaphore, rwlock and election
+// modes.
+func kindFlags(fs *flag.FlagSet, cfg *config) {
+	fs.Func("permits", "semaphore mode: the semaphore's `K` permits (default 4)", positiveSetter(&cfg.permits))
+	fs.Func("readers", "rwlock mode: `R` reader workers (default 4)", nonNegativeSetter(&cfg.readers))
+	fs.Func("writers", "rwlock mode: `W` writer workers (default 1)", nonNegativeSetter(&cfg.writers))
+	fs.Func("terms", "election mode: measure `N` successions, from a leader's end (by resigning and by dying, in turn) to the next leader (default 20)", positiveSetter(&cfg.terms))
 }
 
 // durationSetter parses a flag's duration into d.
