@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quorumlock/redlock/redlock"
 )
 
 // Values of -mode.
@@ -18,10 +20,17 @@ const (
 	modeThroughput = "throughput" // many workers, a key each
 	modeContended  = "contended"  // many workers, one key, held for -hold
 	modeTakeover   = "takeover"   // many workers, one key, holders die instead of Unlock
+	modeSemaphore  = "semaphore"  // one worker uncontended, then more workers than permits
+	modeRWLock     = "rwlock"     // readers and writers on one read-write lock
+	modeElection   = "election"   // candidates; each leader dies or resigns in turn
 )
 
-// modes lists the values of -mode, for messages.
+// modes lists the values of -mode that measure the mutex.
 var modes = []string{modeLatency, modeThroughput, modeContended, modeTakeover}
+
+// kindModes lists the values of -mode that measure the other kinds of
+// lock (kinds.go).
+var kindModes = []string{modeSemaphore, modeRWLock, modeElection}
 
 // Values of -client (also -pool, its older name).
 const (
@@ -58,6 +67,22 @@ const (
 	// takeover waits for it, so it sets how many a run measures (about
 	// 25 in the default 3 seconds).
 	defaultTakeoverTTL = 100 * time.Millisecond
+	// defaultPermits is -permits in semaphore mode when not given.
+	defaultPermits = 4
+	// defaultReaders and defaultWriters are -readers and -writers in
+	// rwlock mode when not given.
+	defaultReaders, defaultWriters = 4, 1
+	// defaultCandidates is -workers in election mode when not given.
+	defaultCandidates = 3
+	// defaultElectionTTL is -ttl in election mode when not given: every
+	// death waits for it.
+	defaultElectionTTL = 500 * time.Millisecond
+	// defaultTerms is -terms in election mode when not given: half the
+	// leaders die, half resign.
+	defaultTerms = 20
+	// defaultElectionDuration bounds an election run when -duration is
+	// not given: the run ends after -terms terms, or then.
+	defaultElectionDuration = time.Minute
 	// byMode marks a setting whose default depends on the mode; see
 	// config.withDefaults.
 	byMode = -1
@@ -67,11 +92,11 @@ const (
 
 // config is what the flags ask for.
 type config struct {
-	mode        string        // modeLatency, modeThroughput, modeContended or modeTakeover
+	mode        string        // one of modes or kindModes
 	pool        string        // one of poolValues
 	addrs       []string      // existing nodes; empty: start nodes
 	nodes       int           // how many nodes to start without addrs
-	duration    time.Duration // how long to measure, per pool kind
+	duration    time.Duration // how long to measure, per pool kind (and phase); byMode: by mode
 	workers     int           // concurrent workers; 0: by mode
 	clients     int           // redlock Clients the workers are spread over; 0: by mode
 	ttl         time.Duration // lock TTL; byMode: by mode
@@ -84,6 +109,10 @@ type config struct {
 	json        bool          // JSON on stdout instead of the table
 	plot        string        // file for the latency picture; "" for none
 	backend     string        // backendAuto, backendRedis or backendMiniredis
+	permits     int           // semaphore mode: the semaphore's permits; 0: by mode
+	readers     int           // rwlock mode: reader workers; byMode: by mode
+	writers     int           // rwlock mode: writer workers; byMode: by mode
+	terms       int           // election mode: successions to measure; 0: by mode
 }
 
 func defaultConfig() config {
@@ -91,18 +120,24 @@ func defaultConfig() config {
 		mode:        modeLatency,
 		pool:        poolPipelined,
 		nodes:       defaultNodes,
-		duration:    3 * time.Second,
+		duration:    byMode,
 		ttl:         byMode,
 		hold:        byMode,
 		nodeTimeout: 50 * time.Millisecond, // the library's default
 		pauseNode:   noNode,
 		killNode:    noNode,
 		backend:     backendAuto,
+		readers:     byMode,
+		writers:     byMode,
 	}
 }
 
 // withDefaults fills in the settings whose default depends on others.
 func (c config) withDefaults() config {
+	c = c.kindDefaults()
+	if c.duration == byMode {
+		c.duration = 3 * time.Second
+	}
 	if c.workers == 0 {
 		switch c.mode {
 		case modeThroughput:
@@ -121,8 +156,11 @@ func (c config) withDefaults() config {
 	}
 	if c.ttl == byMode {
 		c.ttl = defaultTTL
-		if c.mode == modeTakeover {
+		switch c.mode {
+		case modeTakeover:
 			c.ttl = defaultTakeoverTTL
+		case modeElection:
+			c.ttl = defaultElectionTTL
 		}
 	}
 	if c.hold == byMode {
@@ -138,10 +176,24 @@ func (c config) withDefaults() config {
 }
 
 // sharedKey reports whether the workers all lock one key (contended and
-// takeover modes) rather than a key each.
+// takeover modes) or one semaphore, read-write lock or election, rather
+// than a key each.
 func (c config) sharedKey() bool {
-	return c.mode == modeContended || c.mode == modeTakeover
+	return c.mode == modeContended || c.mode == modeTakeover || c.kindMode()
 }
+
+// measureTime is the longest one pool kind's run measures: -duration,
+// twice in semaphore mode (two phases).
+func (c config) measureTime() time.Duration {
+	if c.mode == modeSemaphore {
+		return 2 * c.duration
+	}
+	return c.duration
+}
+
+// kindMode reports whether the mode measures a semaphore, a read-write
+// lock or an election rather than the mutex.
+func (c config) kindMode() bool { return slices.Contains(kindModes, c.mode) }
 
 // workersPerClient is the most workers that share one Client.
 func (c config) workersPerClient() int {
@@ -176,16 +228,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var addrs string
-	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\"")
+	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\" (the mutex), \"semaphore\", \"rwlock\" or \"election\"")
 	fs.StringVar(&cfg.pool, "client", cfg.pool, "what carries the lock client's commands: \"pipelined\" (pool.New), \"redigo\" (a redigo pool per node, pool.FromRedigo), \"goredis\" (a go-redis client per node, pool/goredis), \"rueidis\" (a rueidis client per node, pool/rueidispool), \"polling\" (a redsync-style polling client instead of the library), \"both\" (pipelined, redigo) or \"all\" (all five)")
 	fs.StringVar(&cfg.pool, "pool", cfg.pool, "the older name of -client (\"plain\" is \"redigo\")")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
-	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long to measure, per pool kind")
-	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended and takeover)")
+	fs.Func("duration", "measure for `duration`, per pool kind and phase (default 3s; in election mode 1m, a bound: the run ends after -terms successions)", durationSetter(&cfg.duration))
+	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended and takeover, twice -permits for semaphore, 3 candidates for election; rwlock: -readers and -writers)")
 	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise)", positiveSetter(&cfg.clients))
-	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover)", durationSetter(&cfg.ttl))
-	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended and takeover, 0 otherwise)", durationSetter(&cfg.hold))
+	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover, 500ms for election)", durationSetter(&cfg.ttl))
+	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended, takeover, semaphore, rwlock and election (a leader's term), 0 otherwise)", durationSetter(&cfg.hold))
+	kindFlags(fs, &cfg)
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
 	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
 	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
@@ -219,6 +272,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return cfg, cfg.validate()
 }
 
+// kindFlags defines the flags of the semaphore, rwlock and election
+// modes.
+func kindFlags(fs *flag.FlagSet, cfg *config) {
+	fs.Func("permits", "semaphore mode: the semaphore's `K` permits (default 4)", positiveSetter(&cfg.permits))
+	fs.Func("readers", "rwlock mode: `R` reader workers (default 4)", nonNegativeSetter(&cfg.readers))
+	fs.Func("writers", "rwlock mode: `W` writer workers (default 1)", nonNegativeSetter(&cfg.writers))
+	fs.Func("terms", "election mode: measure `N` successions, from a leader's end (by resigning and by dying, in turn) to the next leader (default 20)", positiveSetter(&cfg.terms))
+}
+
 // durationSetter parses a flag's duration into d.
 func durationSetter(d *time.Duration) func(string) error {
 	return func(s string) error {
@@ -240,6 +302,22 @@ func positiveSetter(n *int) func(string) error {
 		}
 		if v < 1 {
 			return fmt.Errorf("%d must be at least 1", v)
+		}
+		*n = v
+		return nil
+	}
+}
+
+// nonNegativeSetter parses a flag's integer into n, which must be at
+// least 0.
+func nonNegativeSetter(n *int) func(string) error {
+	return func(s string) error {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		if v < 0 {
+			return fmt.Errorf("%d must not be negative", v)
 		}
 		*n = v
 		return nil
@@ -269,13 +347,13 @@ func usage(fs *flag.FlagSet, nodes int) {
 func (c config) validate() error {
 	d := c.withDefaults()
 	switch {
-	case !slices.Contains(modes, c.mode):
-		return fmt.Errorf("-mode %q: want %q, %q, %q or %q", c.mode, modeLatency, modeThroughput, modeContended, modeTakeover)
+	case !slices.Contains(modes, c.mode) && !c.kindMode():
+		return fmt.Errorf("-mode %q: want one of %s", c.mode, strings.Join(append(slices.Clone(modes), kindModes...), ", "))
 	case !slices.Contains(poolValues, c.pool) && c.pool != poolPlainOld:
 		return fmt.Errorf("-client %q: want one of %s", c.pool, strings.Join(poolValues, ", "))
 	case c.nodes < 1:
 		return fmt.Errorf("-nodes %d must be at least 1", c.nodes)
-	case c.duration <= 0:
+	case c.duration <= 0 && c.duration != byMode:
 		return fmt.Errorf("-duration %v must be positive", c.duration)
 	case c.workers < 0:
 		return fmt.Errorf("-workers %d must be at least 1", c.workers)
@@ -297,6 +375,9 @@ func (c config) validate() error {
 		return fmt.Errorf("-fault-after %v must not be negative", c.faultAfter)
 	}
 	if err := c.validateFault(); err != nil {
+		return err
+	}
+	if err := c.validateKind(); err != nil {
 		return err
 	}
 	if ext := strings.ToLower(filepath.Ext(c.plot)); c.plot != "" && ext != ".svg" && ext != ".png" {
@@ -330,8 +411,88 @@ func (c config) validateFault() error {
 		return fmt.Errorf("-%s-node breaks only nodes the tool starts; it never touches nodes given with -addrs", f.kind)
 	case f.node < 0 || f.node >= c.nodeCount():
 		return fmt.Errorf("-%s-node %d: want a node from 0 to %d", f.kind, f.node, c.nodeCount()-1)
-	case c.withDefaults().faultAfter >= c.duration:
-		return fmt.Errorf("-fault-after %v must be shorter than -duration %v", c.faultAfter, c.duration)
+	case c.withDefaults().faultAfter >= c.withDefaults().duration:
+		return fmt.Errorf("-fault-after %v must be shorter than -duration %v", c.faultAfter, c.withDefaults().duration)
+	}
+	return nil
+}
+
+// kindDefaults fills in the settings of the semaphore, rwlock and
+// election modes: permits, readers and writers, terms, and the workers
+// and duration that follow from them.
+func (c config) kindDefaults() config {
+	switch c.mode {
+	case modeSemaphore:
+		if c.permits == 0 {
+			c.permits = defaultPermits
+		}
+		if c.workers == 0 {
+			c.workers = 2 * c.permits
+		}
+	case modeRWLock:
+		if c.readers == byMode {
+			c.readers = defaultReaders
+		}
+		if c.writers == byMode {
+			c.writers = defaultWriters
+		}
+		c.workers = c.readers + c.writers
+	case modeElection:
+		if c.terms == 0 {
+			c.terms = defaultTerms
+		}
+		if c.workers == 0 {
+			c.workers = defaultCandidates
+		}
+		if c.duration == byMode {
+			c.duration = defaultElectionDuration
+		}
+	}
+	return c
+}
+
+// validateKind checks the settings of the semaphore, rwlock and election
+// modes, and that the other modes were not given them. It takes the
+// config before withDefaults.
+func (c config) validateKind() error {
+	if err := c.kindFlagsOnly(); err != nil {
+		return err
+	}
+	if !c.kindMode() {
+		return nil
+	}
+	d := c.withDefaults()
+	switch {
+	case c.pool == poolPolling || c.pool == poolAll:
+		return fmt.Errorf("-mode %s measures the library's %s: -client %s runs the polling client, which has none (use pipelined, redigo, goredis, rueidis or both)", c.mode, c.mode, c.pool)
+	case c.fault() != nil || c.floor || c.plot != "":
+		return fmt.Errorf("-mode %s takes no -pause-node, -kill-node, -floor or -plot", c.mode)
+	case c.mode == modeSemaphore && d.permits > redlock.MaxPermits:
+		return fmt.Errorf("-permits %d: a semaphore has at most %d", d.permits, redlock.MaxPermits)
+	case c.mode == modeSemaphore && d.workers <= d.permits:
+		return fmt.Errorf("-workers %d must be more than -permits %d: the contended phase needs workers that wait", d.workers, d.permits)
+	case c.mode == modeRWLock && c.workers != 0:
+		return errors.New("-mode rwlock takes -readers and -writers, not -workers")
+	case c.mode == modeRWLock && d.readers+d.writers == 0:
+		return errors.New("-readers 0 -writers 0: rwlock mode needs a reader or a writer")
+	case c.mode == modeElection && d.workers < 2:
+		return fmt.Errorf("-workers %d: an election needs at least 2 candidates, so that another can take over", d.workers)
+	case c.mode == modeElection && d.clients != d.workers:
+		return fmt.Errorf("-clients %d: in election mode every candidate has a Client of its own (a death closes it)", d.clients)
+	}
+	return nil
+}
+
+// kindFlagsOnly refuses -permits, -readers, -writers and -terms outside
+// the modes they belong to.
+func (c config) kindFlagsOnly() error {
+	switch {
+	case c.permits != 0 && c.mode != modeSemaphore:
+		return fmt.Errorf("-permits is for -mode semaphore (not %s)", c.mode)
+	case (c.readers != byMode || c.writers != byMode) && c.mode != modeRWLock:
+		return fmt.Errorf("-readers and -writers are for -mode rwlock (not %s)", c.mode)
+	case c.terms != 0 && c.mode != modeElection:
+		return fmt.Errorf("-terms is for -mode election (not %s)", c.mode)
 	}
 	return nil
 }

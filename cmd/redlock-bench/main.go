@@ -65,6 +65,46 @@
 // acquisition (lock, hold, die). A run gives about -duration ÷ (-ttl +
 // takeover) samples: about 25 with the defaults.
 //
+// # Semaphores, read-write locks and elections
+//
+// Three modes measure the other kinds of lock, with one Client per
+// worker (-client polling, and so all, is refused: the polling client has
+// no such kinds; faults, -floor and -plot too).
+//
+// -mode semaphore -permits K (default 4) has two phases of -duration
+// each. Uncontended: one worker on one Client makes a semaphore round
+// (TryAcquire + Unlock on a semaphore of K permits) and a mutex round
+// (TryLock + Unlock) in turn, each first every other time, so that the
+// machine's load falls on both alike; the report gives both rows and the
+// ratios semaphore ÷ mutex of p50, mean and p99. Contended: -workers
+// workers (default 2K, more than K) Acquire (waiting) one semaphore, hold
+// the permit for -hold (default 10ms) and Unlock; the report gives
+// acquisitions/s, the efficiency (acquisitions/s × hold ÷ K: 1 when no
+// permit sat free while wanted), the wait (Acquire latency) and how many
+// acquisitions made more holders than permits (0 unless the semaphore
+// failed). The cost lines (Redis CPU per acquisition and so on) are the
+// contended phase's.
+//
+// -mode rwlock -readers R -writers W (default 4 and 1): R workers RLock
+// and W workers Lock one read-write lock, hold for -hold and Unlock, for
+// -duration; the report gives readers' and writers' acquisitions/s and
+// waits apart, and the holds that broke the lock's rule (a writer with
+// anyone, a reader with a writer).
+//
+// -mode election -terms N (default 20): -workers candidates (default 3)
+// campaign in one election (Campaign), each on a Client of its own. Each
+// leader leads for -hold, then ends its term, alternately by resigning
+// (Unlock of its Campaign's lock) and by dying: a death closes the
+// leader's Client without Unlock (Client.Close stops the lock's automatic
+// extension and leaves the key to expire with its TTL, -ttl, default
+// 500ms), and the candidate comes back on a new Client on the same
+// connections, like a process that restarted. The report gives the time
+// from each death (Close called) and each resignation (Unlock called) to
+// the next leader's Campaign returning, the death's p50 and p99 less the
+// TTL, the terms lost by themselves (not measured) and terms not above
+// the one before (0 unless fencing failed). The run ends after N such
+// successions, or at -duration (default 1m in this mode).
+//
 // Each worker first takes and releases its lock once, unmeasured and on
 // its own Client, so that connections are dialled before measuring starts
 // (bounded by one second and by -duration). Latencies go into HDR

@@ -92,6 +92,18 @@ func testConfig(backend, mode string) config {
 		// packages' -race tests, a 600ms run once made a single takeover.
 		cfg.workers, cfg.hold, cfg.ttl = 4, 2*time.Millisecond, 20*time.Millisecond
 		cfg.duration, cfg.nodeTimeout = 1200*time.Millisecond, 100*time.Millisecond
+	case modeSemaphore:
+		cfg.permits, cfg.workers, cfg.hold = 2, 4, 2*time.Millisecond
+		cfg.duration = 500 * time.Millisecond // per phase
+	case modeRWLock:
+		cfg.readers, cfg.writers, cfg.hold = 2, 1, 2*time.Millisecond
+		cfg.duration = 500 * time.Millisecond
+	case modeElection:
+		// Two deaths, each some 600ms; the duration only bounds the run.
+		// A TTL well above a slow round keeps the leaders' extensions
+		// from being due while Campaign still returns.
+		cfg.terms, cfg.hold, cfg.ttl = 4, 2*time.Millisecond, 600*time.Millisecond
+		cfg.duration, cfg.nodeTimeout = 20*time.Second, 100*time.Millisecond
 	}
 	return cfg
 }
@@ -137,7 +149,7 @@ func requireMode(t *testing.T, mode, out string) {
 		require.Regexp(t, `(?m)^idle gap +the takeover row`, out)
 	}
 	op := "lock\\+unlock"
-	if mode == modeContended || mode == modeTakeover {
+	if (config{mode: mode}).sharedKey() {
 		op = "acquisition"
 	}
 	require.Regexp(t, `(?m)^cpu +per `+op+`: client [0-9.]+(µs|ms|s) \(this process: getrusage user\+sys`, out)
@@ -148,7 +160,7 @@ func requireMode(t *testing.T, mode, out string) {
 func requireServerCost(t *testing.T, mode, out string) {
 	t.Helper()
 	op := "lock\\+unlock"
-	if mode == modeContended || mode == modeTakeover {
+	if (config{mode: mode}).sharedKey() {
 		op = "acquisition"
 	}
 	require.Regexp(t, `(?m)^cpu +per `+op+`: client .*; Redis [0-9.]+(µs|ms|s) \(used_cpu_sys\+used_cpu_user, summed over 5 nodes\)$`, out)
@@ -1346,4 +1358,195 @@ func TestPollDelayAndErrors(t *testing.T) {
 	defer c.Close()
 	_, err = c.Lock(context.Background(), "k", time.Microsecond)
 	require.ErrorContains(t, err, "at least 1ms")
+}
+
+// requireKindReport checks the table of a semaphore, rwlock or election
+// run made with testConfig: what the mode measured, and that the kind
+// kept its rule.
+func requireKindReport(t *testing.T, mode, out string) {
+	t.Helper()
+	require.Regexp(t, headerLine, out)
+	require.Regexp(t, `(?m)^nodes +5 \(quorum 3\)`, out)
+	switch mode {
+	case modeSemaphore:
+		require.Regexp(t, `(?m)^mode +semaphore: 4 workers on 4 clients, keys one, ttl 10s, hold 2ms$`, out)
+		require.Regexp(t, `(?m)^uncontended 1 worker, 1 client, .*: semaphore \(2 permits\) TryAcquire\+Unlock and mutex TryLock\+Unlock rounds in turn$`, out)
+		require.Regexp(t, latencyRowRE("semaphore"), out)
+		require.Regexp(t, latencyRowRE("mutex"), out)
+		require.Regexp(t, `(?m)^ratio +semaphore/mutex round: p50 [0-9.]+x, mean [0-9.]+x, p99 [0-9.]+x$`, out)
+		require.Regexp(t, `(?m)^contended 4 workers on 4 clients, Acquire \(waiting\) with 2 permits, hold 2ms$`, out)
+		require.Regexp(t, latencyRowRE("wait"), out)
+		require.Regexp(t, `(?m)^ +[1-9][0-9]* acquisitions \([0-9.]+/s\), efficiency [0-9.]+ .*; wait p99 [0-9.]+(µs|ms|s); 0 times more holders than permits$`, out)
+	case modeRWLock:
+		require.Regexp(t, `(?m)^rwlock +2 readers \(RLock\) and 1 writer \(Lock\) on one read-write lock, a client each, hold 2ms$`, out)
+		require.Regexp(t, latencyRowRE("reader wait"), out)
+		require.Regexp(t, latencyRowRE("writer wait"), out)
+		require.Regexp(t, `(?m)^readers +[1-9][0-9]* acquisitions \([0-9.]+/s\), wait p99 [0-9.]+(µs|ms|s)$`, out)
+		require.Regexp(t, `(?m)^writers +[1-9][0-9]* acquisitions \([0-9.]+/s\), wait p99 [0-9.]+(µs|ms|s)$`, out)
+		require.Regexp(t, `(?m)^ +0 holds that broke the lock's rule`, out)
+	case modeElection:
+		require.Regexp(t, `(?m)^election +3 candidates, a client each; each leader leads for 2ms, then resigns \(Unlock\) or dies .*; ttl 600ms$`, out)
+		require.Regexp(t, latencyRowRE("death"), out)
+		require.Regexp(t, latencyRowRE("resign"), out)
+		require.Regexp(t, `(?m)^succession from a leader's end to the next leader's Campaign returning: 4 of 4 measured, [4-9] leaders$`, out)
+		require.Regexp(t, `(?m)^ +death beyond the TTL: p50 [-+][0-9.]+(µs|ms|s), p99 [-+][0-9.]+(µs|ms|s)$`, out)
+		require.Regexp(t, `(?m)^ +[0-9]+ terms lost by themselves first \(not measured\), 0 terms not above the one before$`, out)
+	}
+	require.Regexp(t, `(?m)^cpu +per acquisition: client [0-9.]+(µs|ms|s) \(this process`, out)
+	for _, gone := range []string{"release", "handoff", "takeover", "floor"} {
+		require.NotRegexp(t, `(?m)^ *`+gone+` `, out)
+	}
+}
+
+func TestKindModesRedisServer(t *testing.T) {
+	requireRedis(t)
+	before := childProcesses(t)
+	for _, mode := range kindModes {
+		t.Run(mode, func(t *testing.T) {
+			out, errOut := runTool(t, context.Background(), testConfig(backendRedis, mode))
+			requireKindReport(t, mode, out)
+			require.NotContains(t, errOut, "NOT representative")
+			requireServerCost(t, mode, out)
+		})
+	}
+	require.Equal(t, before, childProcesses(t), "redis-server processes left behind")
+}
+
+// TestKindModesMiniredis runs the semaphore and rwlock modes on the
+// in-process fallback (election mode, which waits out TTLs, runs on
+// redis-server). Its rounds are slow (a Go Lua interpreter on the test's
+// CPU), more so under -race, so a short run may take few locks: only the
+// report's shape and the kinds' rules are checked.
+func TestKindModesMiniredis(t *testing.T) {
+	lines := map[string][]string{
+		modeSemaphore: {`(?m)^ratio +semaphore/mutex round: `, `(?m); 0 times more holders than permits$`},
+		modeRWLock:    {`(?m)^readers +[0-9]+ acquisitions`, `(?m)^writers +[0-9]+ acquisitions`, `(?m)^ +0 holds that broke the lock's rule`},
+	}
+	for _, mode := range []string{modeSemaphore, modeRWLock} {
+		t.Run(mode, func(t *testing.T) {
+			out, _ := runTool(t, context.Background(), testConfig(backendMiniredis, mode))
+			require.Regexp(t, `(?m)^backend +miniredis`, out)
+			require.Regexp(t, `(?m)^mode +`+mode+`: `, out)
+			for _, re := range lines[mode] {
+				require.Regexp(t, re, out)
+			}
+			require.Regexp(t, `(?m)^errors +(none|[0-9]+)$`, out)
+		})
+	}
+}
+
+func TestKindModesJSON(t *testing.T) {
+	requireRedis(t)
+	want := map[string][]string{
+		modeSemaphore: {"permits", "uncontended", "acquisitions", "acquisitions_per_s", "efficiency", "wait", "overlaps"},
+		modeRWLock:    {"readers", "writers", "reader", "writer", "overlaps"},
+		modeElection:  {"candidates", "successions_wanted", "leaders", "death", "resign", "death_p99_beyond_ttl_us", "lost", "term_regressions"},
+	}
+	for _, mode := range kindModes {
+		t.Run(mode, func(t *testing.T) {
+			cfg := testConfig(backendRedis, mode)
+			cfg.json = true
+			out, _ := runTool(t, context.Background(), cfg)
+			var rep struct{ Runs []runReport }
+			require.NoError(t, json.Unmarshal([]byte(out), &rep), "stdout must be only JSON")
+			require.Len(t, rep.Runs, 1)
+			r := rep.Runs[0]
+			var raw map[string]any
+			require.NoError(t, json.Unmarshal([]byte(out), &raw))
+			kind := raw["runs"].([]any)[0].(map[string]any)[mode].(map[string]any)
+			for _, k := range want[mode] {
+				require.Contains(t, kind, k)
+			}
+			requireKindJSON(t, mode, r)
+		})
+	}
+}
+
+// requireKindJSON checks the figures of a kind run's JSON.
+func requireKindJSON(t *testing.T, mode string, r runReport) {
+	t.Helper()
+	require.Positive(t, r.Cost.Ops)
+	require.True(t, r.Cost.RedisKnown)
+	switch mode {
+	case modeSemaphore:
+		s := r.Semaphore
+		require.Positive(t, s.Uncontended.Semaphore.Count)
+		require.Positive(t, s.Uncontended.Mutex.Count)
+		require.Positive(t, s.Uncontended.P50Ratio)
+		require.Positive(t, s.Acquisitions)
+		require.Equal(t, s.Acquisitions, s.Wait.Count)
+		require.Zero(t, s.Overlaps)
+	case modeRWLock:
+		w := r.RWLock
+		require.Positive(t, w.Reader.Acquisitions)
+		require.Positive(t, w.Writer.Acquisitions)
+		require.Equal(t, r.Cost.Ops, w.Reader.Acquisitions+w.Writer.Acquisitions)
+		require.Zero(t, w.Overlaps)
+	case modeElection:
+		e := r.Election
+		require.EqualValues(t, 4, e.Death.Count+e.Resign.Count)
+		require.EqualValues(t, 2, e.Death.Count, "every other leader dies")
+		require.Greater(t, time.Duration(e.Death.P50), time.Duration(e.Resign.P50), "a death waits for the TTL, a resignation does not")
+		require.Zero(t, e.TermRegressions)
+	}
+}
+
+func TestParseFlagsKinds(t *testing.T) {
+	cfg, err := parseFlags([]string{"-mode", "semaphore"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	d := cfg.withDefaults()
+	require.Equal(t, defaultPermits, d.permits)
+	require.Equal(t, 2*defaultPermits, d.workers)
+	require.Equal(t, d.workers, d.clients, "one client per worker")
+	require.Equal(t, defaultContendedHold, d.hold)
+	require.Equal(t, 3*time.Second, d.duration)
+
+	cfg, err = parseFlags([]string{"-mode", "rwlock", "-readers", "0", "-writers", "3"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	d = cfg.withDefaults()
+	require.Equal(t, 0, d.readers)
+	require.Equal(t, 3, d.workers)
+
+	cfg, err = parseFlags([]string{"-mode", "election"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	d = cfg.withDefaults()
+	require.Equal(t, defaultCandidates, d.workers)
+	require.Equal(t, defaultTerms, d.terms)
+	require.Equal(t, defaultElectionTTL, d.ttl)
+	require.Equal(t, defaultElectionDuration, d.duration)
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-mode", "semaphore", "-permits", "65"}, "-permits 65: a semaphore has at most 64"},
+		{[]string{"-mode", "semaphore", "-permits", "0"}, "must be at least 1"},
+		{[]string{"-mode", "semaphore", "-permits", "4", "-workers", "4"}, "-workers 4 must be more than -permits 4"},
+		{[]string{"-mode", "semaphore", "-client", "polling"}, "-client polling runs the polling client"},
+		{[]string{"-mode", "rwlock", "-client", "all"}, "-client all"},
+		{[]string{"-mode", "rwlock", "-workers", "3"}, "takes -readers and -writers, not -workers"},
+		{[]string{"-mode", "rwlock", "-readers", "0", "-writers", "0"}, "needs a reader or a writer"},
+		{[]string{"-mode", "rwlock", "-readers", "-1"}, "must not be negative"},
+		{[]string{"-mode", "election", "-workers", "1"}, "at least 2 candidates"},
+		{[]string{"-mode", "election", "-workers", "4", "-clients", "2"}, "a Client of its own"},
+		{[]string{"-mode", "election", "-terms", "0"}, "must be at least 1"},
+		{[]string{"-mode", "election", "-hold", "500ms"}, "shorter than -ttl 500ms"},
+		{[]string{"-mode", "election", "-kill-node", "1"}, "takes no -pause-node, -kill-node"},
+		{[]string{"-mode", "semaphore", "-plot", "x.svg"}, "-plot"},
+		{[]string{"-permits", "3"}, "-permits is for -mode semaphore (not latency)"},
+		{[]string{"-mode", "semaphore", "-writers", "1"}, "-readers and -writers are for -mode rwlock"},
+		{[]string{"-mode", "contended", "-terms", "5"}, "-terms is for -mode election"},
+		{[]string{"-mode", "mutex"}, "want one of latency, throughput, contended, takeover, semaphore, rwlock, election"},
+		{[]string{"-duration", "0s"}, "-duration 0s must be positive"},
+	} {
+		_, err := parseFlags(bad.args, &bytes.Buffer{})
+		require.ErrorContains(t, err, bad.want, "%q", bad.args)
+	}
+
+	var usage bytes.Buffer
+	_, err = parseFlags([]string{"-h"}, &usage)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	for _, f := range []string{"-permits", "-readers", "-writers", "-terms", `"semaphore"`, `"rwlock"`, `"election"`} {
+		require.Contains(t, usage.String(), f)
+	}
 }

@@ -173,7 +173,7 @@ type clientSet struct {
 // for the workers each one serves. On error it closes those it made.
 func newClients(cfg config, kind string, ns *nodes) (*clientSet, error) {
 	s := &clientSet{}
-	opts := append([]redlock.Option{redlock.WithNodeTimeout(cfg.nodeTimeout)}, ns.clientOpts...)
+	opts := clientOptions(cfg, ns)
 	for range cfg.clients {
 		if kind == poolPolling {
 			c := newPollClient(ns.addrs, cfg.workersPerClient())
@@ -196,6 +196,11 @@ func newClients(cfg config, kind string, ns *nodes) (*clientSet, error) {
 		s.pools = append(s.pools, pools)
 	}
 	return s, nil
+}
+
+// clientOptions are the options of the run's redlock Clients.
+func clientOptions(cfg config, ns *nodes) []redlock.Option {
+	return append([]redlock.Option{redlock.WithNodeTimeout(cfg.nodeTimeout)}, ns.clientOpts...)
 }
 
 // forWorker returns worker i's Client: the workers are dealt round-robin.

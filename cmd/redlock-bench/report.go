@@ -49,10 +49,13 @@ type runReport struct {
 	Contended      *contendedReport `json:"contended,omitempty"`
 	Takeover       *takeoverReport  `json:"takeover,omitempty"`
 	Fault          *faultReport     `json:"fault,omitempty"`
-	AllocsPerRound float64          `json:"allocs_per_round"`   // whole process
-	Cost           costReport       `json:"cost"`               // what the client and the servers spent per operation
-	IdleGap        *idleGapReport   `json:"idle_gap,omitempty"` // contended and takeover modes
-	Polling        *pollingReport   `json:"polling,omitempty"`  // the polling kind
+	AllocsPerRound float64          `json:"allocs_per_round"`    // whole process
+	Cost           costReport       `json:"cost"`                // what the client and the servers spent per operation
+	IdleGap        *idleGapReport   `json:"idle_gap,omitempty"`  // contended and takeover modes
+	Polling        *pollingReport   `json:"polling,omitempty"`   // the polling kind
+	Semaphore      *semaphoreReport `json:"semaphore,omitempty"` // semaphore mode
+	RWLock         *rwlockReport    `json:"rwlock,omitempty"`    // rwlock mode
+	Election       *electionReport  `json:"election,omitempty"`  // election mode
 	ConnsDialled   *int64           `json:"conns_dialled,omitempty"`
 	ConnsOpen      *int64           `json:"conns_open,omitempty"`
 	LeftoverKnown  bool             `json:"leftover_checked"` // only on nodes the tool started, when all answer
@@ -441,6 +444,9 @@ func newRunReport(cfg config, ns *nodes, r *runResult) runReport {
 			Restarted:    r.restarted,
 			DeadKeys:     r.deadKeys,
 		}
+	}
+	if r.kind != nil {
+		addKindReport(cfg, r, &rr)
 	}
 	if f := r.fault; f != nil {
 		fr := &faultReport{

@@ -42,7 +42,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	}
 
 	kinds := cfg.poolKinds()
-	prog := startProgress(stderr, time.Duration(len(kinds))*cfg.duration)
+	prog := startProgress(stderr, time.Duration(len(kinds))*cfg.measureTime())
 	var runs []*runResult
 	for i, kind := range kinds {
 		if i > 0 && ctx.Err() != nil {
@@ -127,13 +127,17 @@ type runResult struct {
 	spin           time.Duration
 	servers        []nodeCost
 	floorExcluded  bool
-	poll           *pollStats // the polling kind's attempts in the window; nil for the others
+	poll           *pollStats  // the polling kind's attempts in the window; nil for the others
+	kind           *kindResult // the semaphore, rwlock and election modes; nil for the others
 }
 
 // runKind measures the mode once on pools of the given kind. more says
 // that another run follows on the same nodes, so that a killed node must
 // be restarted.
 func runKind(ctx context.Context, cfg config, ns *nodes, kind string, more bool, stderr io.Writer) (*runResult, error) {
+	if cfg.kindMode() {
+		return runKindMode(ctx, cfg, ns, kind)
+	}
 	cs, err := newClients(cfg, kind, ns)
 	if err != nil {
 		return nil, err
@@ -331,7 +335,11 @@ func measure(ctx context.Context, cs *clientSet, cfg config, ns *nodes, keys []s
 		p := cs.pollStats().sub(pollBefore)
 		res.poll = &p
 	}
-	return merge(res, workers)
+	recs := make([]*recorder, len(workers))
+	for i, w := range workers {
+		recs[i] = w.rec
+	}
+	return merge(res, recs)
 }
 
 // subCounts returns a less b, node by node and command by command.
@@ -351,12 +359,11 @@ func subCounts(a, b []map[string]int64) []map[string]int64 {
 
 // merge adds the workers' records to res, and returns the tokens of the
 // locks whose holders died.
-func merge(res *runResult, workers []*worker) (*runResult, map[string]bool) {
+func merge(res *runResult, recs []*recorder) (*runResult, map[string]bool) {
 	res.acquire, res.release = newHist(), newHist()
 	kinds := map[string]*errorKind{}
 	died := map[string]bool{}
-	for _, w := range workers {
-		r := w.rec
+	for _, r := range recs {
 		res.acquire.merge(r.acquire)
 		res.release.merge(r.release)
 		res.before = mergeInto(res.before, r.before)

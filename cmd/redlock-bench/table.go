@@ -66,6 +66,9 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 		measured += ", interrupted"
 	}
 	fmt.Fprintf(w, "pool      %s, %s (%s)\n\n", r.Pool, measured, poolDescriptions[r.Pool])
+	if writeKindRun(w, rep, r) {
+		return
+	}
 	writeLatencies(w, r)
 
 	if r.Takeover != nil {
@@ -139,16 +142,22 @@ func writeRun(w io.Writer, rep *report, r runReport) {
 	case r.Leftover > 0:
 		fmt.Fprintf(w, "leftover  %d lock keys still on the nodes after every Unlock returned and the clients closed (they expire with the TTL)\n", r.Leftover)
 	}
-	if r.Unfinished > 0 {
-		fmt.Fprintf(w, "cut short %d Lock calls in progress when the run ended; the longest had waited %s",
-			r.Unfinished, formatDuration(time.Duration(r.LongestWait)))
-		if r.LongestWait > rep.NodeTimeout {
-			// Longer than one round: show why it had not acquired.
-			fmt.Fprintf(w, ": %s", r.WaitError)
-		}
-		fmt.Fprintln(w)
-	}
+	writeUnfinished(w, rep, r)
 	writeErrors(w, r.Errors)
+}
+
+// writeUnfinished prints the Lock calls the end of the run cut short.
+func writeUnfinished(w io.Writer, rep *report, r runReport) {
+	if r.Unfinished == 0 {
+		return
+	}
+	fmt.Fprintf(w, "cut short %d Lock calls in progress when the run ended; the longest had waited %s",
+		r.Unfinished, formatDuration(time.Duration(r.LongestWait)))
+	if r.LongestWait > rep.NodeTimeout {
+		// Longer than one round: show why it had not acquired.
+		fmt.Fprintf(w, ": %s", r.WaitError)
+	}
+	fmt.Fprintln(w)
 }
 
 // latencyRow is one row of the latency table.
@@ -176,6 +185,11 @@ func writeLatencies(w io.Writer, r runReport) {
 	if r.Fault != nil {
 		rows = append(rows, latencyRow{"before", r.Fault.Before}, latencyRow{"after", r.Fault.After})
 	}
+	writeRows(w, rows)
+}
+
+// writeRows prints a latency table.
+func writeRows(w io.Writer, rows []latencyRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency\tcount\tp50\tp90\tp99\tmax\t")
 	for _, row := range rows {

@@ -122,6 +122,22 @@ func (r *recorder) addErr(kind string, err error) {
 	r.errs[kind] = &errorKind{kind: kind, count: 1, first: err.Error()}
 }
 
+// failed counts an acquisition that failed after took: cut short when
+// the run ended while it waited, an error otherwise, after which the
+// worker pauses for errorPause.
+func (r *recorder) failed(ctx context.Context, err error, took time.Duration) {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The run ended while waiting: not an error of the lock.
+		r.unfinished++
+		if r.waitErr == nil || took > r.longestWait {
+			r.longestWait, r.waitErr = took, err
+		}
+		return
+	}
+	r.addErr(errKind("acquire", err), err)
+	faults.Sleep(ctx, errorPause)
+}
+
 // loop takes and releases the lock until ctx ends.
 func (w *worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -156,16 +172,7 @@ func (w *worker) lockRound(ctx context.Context) {
 	t1 := time.Now()
 	took := t1.Sub(t0)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// The run ended while waiting: not an error of the lock.
-			r.unfinished++
-			if r.waitErr == nil || took > r.longestWait {
-				r.longestWait, r.waitErr = took, err
-			}
-			return
-		}
-		r.addErr(errKind("acquire", err), err)
-		faults.Sleep(ctx, errorPause)
+		r.failed(ctx, err, took)
 		return
 	}
 	r.acquire.record(took)
