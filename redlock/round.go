@@ -388,7 +388,7 @@ func (r *round) take(o outcome) {
 func (r *round) timedOut() {
 	for i := range r.nodes {
 		if r.nodes[i].Status == NodePending {
-			r.nodes[i].Err = errNoReply
+			r.nodes[i].Err = noReply(r.c.pools[i])
 		}
 	}
 }
