@@ -6,11 +6,19 @@
 //
 //	redlock inspect -addrs host:port,host:port,... KEY
 //	redlock force-release -addrs host:port,... -yes KEY
+//	redlock nodes -addrs host:port,... [-max-ttl d]
 //
 // inspect prints, node by node, whether the key is held and by which
 // Client (its ID, as Client.ID reports it), the key's remaining TTL, how
 // many Lock calls are queued for it, and its fence counter. It writes
 // nothing.
+//
+// nodes prints, node by node, whether restart safety counts the node
+// toward quorums: its run id, uptime, whether it is marked, and, while it
+// is kept out after a restart, for how much longer, for Clients whose
+// maximum TTL (WithRestartSafety) is -max-ttl (default 1m). It writes
+// nothing. During a rolling restart, restart the next node once this
+// counts the previous one again.
 //
 // force-release gives the key up on every node whatever it holds, as its
 // holder's Unlock would (the longest waiting Lock call gets it). It is
@@ -32,6 +40,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -58,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "redlock:", err)
-		fmt.Fprintln(stderr, "usage: redlock inspect|force-release -addrs host:port,... [-tls] [-timeout d] [-yes] KEY")
+		fmt.Fprintln(stderr, "usage: redlock inspect|force-release|nodes -addrs host:port,... [-tls] [-timeout d] [-yes] [-max-ttl d] [KEY]")
 		return 2
 	}
 	fmt.Fprintln(stderr, "redlock:", err)
@@ -70,7 +79,7 @@ func dispatch(args []string, stdout io.Writer, getenv func(string) string) error
 		return usageError{"no command"}
 	}
 	cmd := args[0]
-	if cmd != "inspect" && cmd != "force-release" {
+	if cmd != "inspect" && cmd != "force-release" && cmd != "nodes" {
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -79,11 +88,12 @@ func dispatch(args []string, stdout io.Writer, getenv func(string) string) error
 	useTLS := fs.Bool("tls", false, "connect with TLS, verifying the nodes against the system's roots")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the nodes")
 	yes := fs.Bool("yes", false, "force-release: confirm that the holder may be running")
+	maxTTL := fs.Duration("max-ttl", time.Minute, "nodes: the Clients' maximum TTL (WithRestartSafety)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err.Error()}
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		return usageError{"want exactly one KEY"}
+	if want := map[bool]int{true: 0, false: 1}[cmd == "nodes"]; fs.NArg() != want || want == 1 && fs.Arg(0) == "" {
+		return usageError{fmt.Sprintf("%s wants %d KEY arguments", cmd, want)}
 	}
 	if *addrs == "" {
 		return usageError{"-addrs is required"}
@@ -92,14 +102,27 @@ func dispatch(args []string, stdout io.Writer, getenv func(string) string) error
 		return usageError{"force-release needs -yes: the holder is not told, and may run beside the next holder"}
 	}
 	key := fs.Arg(0)
-	client, closeAll, err := connect(strings.Split(*addrs, ","), *useTLS, *timeout, getenv)
+	client, pools, closeAll, err := connect(strings.Split(*addrs, ","), *useTLS, *timeout, getenv)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if cmd == "force-release" {
+	switch cmd {
+	case "nodes":
+		states := make([]nodeState, len(pools))
+		var wg sync.WaitGroup
+		for i, p := range pools {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				states[i] = readNode(ctx, p)
+			}()
+		}
+		wg.Wait()
+		return printNodes(stdout, states, len(pools)/2+1, *maxTTL)
+	case "force-release":
 		if err := client.ForceRelease(ctx, key); err != nil {
 			return err
 		}
@@ -113,8 +136,8 @@ func dispatch(args []string, stdout io.Writer, getenv func(string) string) error
 	return printInspection(stdout, in)
 }
 
-// connect makes a Client over the nodes at addrs.
-func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(string) string) (*redlock.Client, func(), error) {
+// connect makes a Client over the nodes at addrs, and returns their pools.
+func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(string) string) (*redlock.Client, []pool.Pool, func(), error) {
 	var opts []pool.Option
 	if pw := getenv("REDLOCK_PASSWORD"); pw != "" {
 		if user := getenv("REDLOCK_USER"); user != "" {
@@ -137,7 +160,7 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 		p, err := pool.New(strings.TrimSpace(a), opts...)
 		if err != nil {
 			closeAll()
-			return nil, nil, usageError{err.Error()}
+			return nil, nil, nil, usageError{err.Error()}
 		}
 		nodes, pools = append(nodes, p), append(pools, p)
 	}
@@ -146,9 +169,9 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 	client, err := redlock.New(pools, redlock.WithNodeTimeout(timeout), redlock.WithRestartSafety(0))
 	if err != nil {
 		closeAll()
-		return nil, nil, usageError{err.Error()}
+		return nil, nil, nil, usageError{err.Error()}
 	}
-	return client, func() { _ = client.Close(); closeAll() }, nil
+	return client, pools, func() { _ = client.Close(); closeAll() }, nil
 }
 
 // printInspection writes a summary line and a table of the nodes.
