@@ -51,7 +51,10 @@ type Subscriber interface {
 // anything is sent on it. A node that restarts loses its connections, so
 // a reply that came after a check made while Generation returned g, and
 // was read while it still returns g, came from the node process that was
-// checked. The pools of New and FromRedigo implement it.
+// checked. The pools of New and FromRedigo implement it; a wrapper of
+// one should too, by calling the wrapped pool's Generation. A lock client
+// checks the node of a pool without it again only after a call to the
+// node failed without its answer (docs/operations.md).
 type Reconnector interface{ Generation() uint64 }
 
 // ConnReporter is implemented by pools that know when they are not

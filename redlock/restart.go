@@ -248,7 +248,7 @@ type restartedError struct {
 }
 
 func (e *restartedError) Error() string {
-	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithRestartSafety)",
+	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithRestartSafety; see docs/operations.md#restarts-and-upgrades)",
 		ErrNodeRestarted, e.why, e.left.Round(time.Millisecond))
 }
 
@@ -622,5 +622,5 @@ func (c *Client) nodeReset(i int, why error) {
 // Why nodeReset is called: the signs of a node that lost its data.
 var (
 	errEpochChanged = errors.New("its fence epoch changed: fences stay monotonic only while fewer than a quorum of nodes lose their last counter (docs/fencing.md)")
-	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/safety.md)")
+	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/operations.md#restarts-and-upgrades)")
 )
