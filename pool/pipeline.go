@@ -180,7 +180,8 @@ type pipe struct {
 
 	// connecting is set while a dial is under way, and lastErr holds why
 	// the last attempt to connect failed (nil once one succeeded): a
-	// caller whose context ends while it waits for the dial is told so.
+	// caller whose context ends while it waits for the dial is told so,
+	// and so is anyone who asks (connState, Node.ConnErr).
 	connecting atomic.Bool
 	lastErr    atomic.Pointer[error]
 
