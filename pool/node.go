@@ -41,6 +41,7 @@ var (
 	_ async.Starter[*Script] = (*Node)(nil)
 	_ Subscriber             = (*Node)(nil)
 	_ Reconnector            = (*Node)(nil)
+	_ ConnReporter           = (*Node)(nil)
 )
 
 // New returns a Node for the Redis node at addr ("host:port") that
@@ -104,6 +105,21 @@ func (n *Node) DialPubSub(ctx context.Context, on func(PubSubEvent)) (PubSubConn
 // (after a failure, a restart of the node, or on first use), before any
 // command is written on it. DialPubSub's connections are not counted.
 func (n *Node) Generation() uint64 { return n.gen.Load() }
+
+// ConnErr returns nil while the node's connections are up (or not opened
+// yet), and otherwise says why one is not: it is being dialled, and, from
+// the first failed attempt until a dial succeeds, how the latest attempt
+// failed (a TLS handshake the node did not answer, a refused connection,
+// a wrong password). The error has no address: it is for the error of a
+// command that got no reply. It implements ConnReporter.
+func (n *Node) ConnErr() error {
+	for _, p := range n.pipes {
+		if err := p.connState(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Addr returns the node's address as given to New.
 func (n *Node) Addr() string { return n.addr }

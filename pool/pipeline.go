@@ -40,8 +40,12 @@ type request struct {
 	args []any       // what is sent after cmd: the caller's, or buf
 	buf  []any       // a script's arguments: its boxed prefix (Script.evalsha), then the caller's
 	done chan result // buffered: the reader never blocks on a caller that left
-	left atomic.Bool // the waiting caller gave up: do not send
-	rcv  async.Receiver
+	// state says who has req: the queue (reqQueued), the writer
+	// (reqTaken: it may be written), or nobody (reqLeft: its caller gave
+	// up before the writer took it, so it is never written). Caller and
+	// writer race for it with CompareAndSwap.
+	state atomic.Int32
+	rcv   async.Receiver
 	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
 	script *Script
 	// The I/O timeout of a caller of Do or Eval whose context ends later:
@@ -49,6 +53,13 @@ type request struct {
 	timer *time.Timer
 	until time.Time
 }
+
+// The states of a request of Do or Eval (request.state).
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqLeft
+)
 
 type result struct {
 	reply any
@@ -62,7 +73,7 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan re
 
 func getRequest() *request {
 	req := requestPool.Get().(*request)
-	req.left.Store(false)
+	req.state.Store(reqQueued)
 	return req
 }
 
@@ -169,7 +180,8 @@ type pipe struct {
 
 	// connecting is set while a dial is under way, and lastErr holds why
 	// the last attempt to connect failed (nil once one succeeded): a
-	// caller whose context ends while it waits for the dial is told so.
+	// caller whose context ends while it waits for the dial is told so,
+	// and so is anyone who asks (connState, Node.ConnErr).
 	connecting atomic.Bool
 	lastErr    atomic.Pointer[error]
 
@@ -263,26 +275,62 @@ func (p *pipe) waitForRoom(ctx context.Context, req *request) error {
 	}
 }
 
-// leave gives up on req, queued, with err from the end of the wait.
+// leave gives up on req, queued, with err from the end of the wait. A
+// request the writer has not taken yet is never written: while the node
+// is being dialled, the error says so (Op "dial": never sent). One the
+// writer took may have been written, even on a connection that was
+// opened just now, and fails like any command whose deadline passed.
 func (p *pipe) leave(req *request, err error) error {
-	// Before left is set: from then on the writer may recycle req.
+	// Before it is marked left: from then on the writer may recycle req.
 	req.stopTimer()
-	req.left.Store(true) // req is not reused: a reply may still come
+	if !req.state.CompareAndSwap(reqQueued, reqLeft) {
+		return err // taken: req is not reused, a reply may still come
+	}
 	if p.connecting.Load() {
 		return p.stillConnecting(err)
 	}
 	return err
 }
 
+// take claims req for writing; false when its caller left first, and
+// req is then recycled. It runs under the write lock.
+func take(req *request) bool {
+	if req.state.CompareAndSwap(reqQueued, reqTaken) {
+		return true
+	}
+	putRequest(req) // its caller is gone: do not send
+	return false
+}
+
 // stillConnecting is the error of a caller whose context ended while its
 // command waited for the node to be dialled: it says so, and why the last
 // attempt failed, rather than only that the deadline passed.
 func (p *pipe) stillConnecting(ctxErr error) error {
-	err := fmt.Errorf("still connecting to the node: %w", ctxErr)
-	if last := p.lastErr.Load(); last != nil {
-		err = fmt.Errorf("still connecting to the node (the last attempt failed: %w): %w", *last, ctxErr)
+	state := p.connState()
+	if state == nil {
+		state = errConnecting // the dial ended just now
 	}
-	return wrapErr(p.n.addr, "dial", err, p.n.secret)
+	return wrapErr(p.n.addr, "dial", fmt.Errorf("%w: %w", state, ctxErr), p.n.secret)
+}
+
+// errConnecting is the state of a pipe whose first dial is under way.
+var errConnecting = errors.New("still connecting to the node")
+
+// connState returns nil while the pipe is connected, or idle before its
+// first dial, and otherwise why it is not: a dial is under way, and, once
+// one failed, why the latest attempt failed. That stays until a dial
+// succeeds.
+func (p *pipe) connState() error {
+	last := p.lastErr.Load()
+	switch {
+	case last != nil && p.connecting.Load():
+		return fmt.Errorf("%w (the last attempt failed: %w)", errConnecting, *last)
+	case last != nil:
+		return fmt.Errorf("reconnecting to the node (the last attempt failed: %w)", *last)
+	case p.connecting.Load():
+		return errConnecting
+	}
+	return nil
 }
 
 // nodeDown is the error of calls failed without trying: the node is in
@@ -322,6 +370,7 @@ func (p *pipe) deliver(req *request, reply any, err error) {
 	}
 	if req.script != nil && req.cmd == "EVALSHA" && isNoScript(err) {
 		req.toEval()
+		req.state.Store(reqQueued) // for the writer to take again
 		p.start(req)
 		return
 	}
@@ -437,11 +486,9 @@ func (p *pipe) nextBatch() []*request {
 	for len(batch) < maxBatch {
 		select {
 		case req := <-p.queue:
-			if req.left.Load() {
-				putRequest(req) // its caller is gone: do not send
-				continue
+			if take(req) {
+				batch = append(batch, req)
 			}
-			batch = append(batch, req)
 		default:
 			return batch
 		}
@@ -536,8 +583,7 @@ func (p *pipe) sendHeld() {
 	batch := p.batch[:0]
 	for i, req := range p.held {
 		p.held[i] = nil
-		if req.left.Load() {
-			putRequest(req) // its caller is gone: do not send
+		if !take(req) {
 			continue
 		}
 		if batch = append(batch, req); len(batch) == maxBatch {

@@ -51,8 +51,21 @@ type Subscriber interface {
 // anything is sent on it. A node that restarts loses its connections, so
 // a reply that came after a check made while Generation returned g, and
 // was read while it still returns g, came from the node process that was
-// checked. The pools of New and FromRedigo implement it.
+// checked. The pools of New and FromRedigo implement it; a wrapper of
+// one should too, by calling the wrapped pool's Generation. A lock client
+// checks the node of a pool without it again only after a call to the
+// node failed without its answer (docs/operations.md).
 type Reconnector interface{ Generation() uint64 }
+
+// ConnReporter is implemented by pools that know when they are not
+// connected to their node. ConnErr returns nil while they are, and
+// otherwise an error that says why not: the node is being dialled, and
+// how the latest attempt failed, if one did. A lock client adds it to the
+// error of a node that gave no reply within the node timeout, so that a
+// node that cannot be connected to (a TLS handshake that a plain node does
+// not answer, for one) is named as such in every round. The pool of New
+// implements it.
+type ConnReporter interface{ ConnErr() error }
 
 // ReplyError is an error reply of a node, such as "NOSCRIPT No matching
 // script" or "NOPERM ...": the command reached Redis and Redis refused it.
@@ -69,9 +82,10 @@ var ErrClosed = errors.New("redlock: closed")
 // connection failed, or the node answered with an error reply.
 type NodeError struct {
 	Addr string // the node's address
-	// Op is the command, e.g. "SET" or "EVALSHA"; "dial" while connecting,
-	// and "queue" when the node's request queue was full (the command was
-	// never sent).
+	// Op is the command, e.g. "SET" or "EVALSHA"; "dial" when the command
+	// was not sent because the node could not be connected to (or was
+	// still being connected to when the caller's context ended), and
+	// "queue" when the node's request queue was full (never sent either).
 	Op  string
 	Err error // the cause; a ReplyError when the node replied with an error
 }

@@ -97,7 +97,8 @@
 //
 // A node that restarts without its data forgets the locks it held. Before
 // its first acquisition, and whenever a pool opened a new connection
-// (pool.Reconnector), a Client asks each node for its run id, its uptime
+// (pool.Reconnector; with other pools, after a call to the node failed
+// without its answer), a Client asks each node for its run id, its uptime
 // and a marker key ("redlock:node") that holds the run id of the process
 // Clients last counted. A node without the marker, or with another
 // process's, is not counted toward an acquisition until it has been up for

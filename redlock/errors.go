@@ -37,6 +37,19 @@ var errNilContext = errors.New("redlock: nil context: pass context.Background() 
 // timeout passed.
 var errNoReply = errors.New("no reply within the node timeout")
 
+// noReply returns the error of node p that had not replied when the node
+// timeout passed: errNoReply, with why the pool is not connected when it
+// can tell (pool.ConnReporter), so that a node that cannot be dialled says
+// so in every round, not only in those that see the dial fail.
+func noReply(p pool.Pool) error {
+	if cr, ok := p.(pool.ConnReporter); ok {
+		if state := cr.ConnErr(); state != nil {
+			return fmt.Errorf("%w: %w", errNoReply, state)
+		}
+	}
+	return errNoReply
+}
+
 // NodeStatus is what one node did in a quorum round.
 type NodeStatus int
 

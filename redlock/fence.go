@@ -104,6 +104,7 @@ func (c *Client) seeEpoch(i int, slot uint16, epoch string) {
 	c.epochs[i][slot] = epoch
 	c.epochMu.Unlock()
 	if old != "" && old != epoch {
+		c.suspect(i)
 		c.nodeReset(i, errEpochChanged)
 	}
 }

@@ -63,6 +63,11 @@ func WithDurableNodes() Option {
 //     connection since: a node that restarts loses its connections, so a
 //     reply on a connection checked before came from the checked process.
 //     A reply on an unchecked connection is not counted.
+//   - A pool that does not tell (not a pool.Reconnector) gets a generation
+//     kept by the Client (suspectGen): it grows with every call to the node
+//     that failed without the node's answer, and with a fence epoch that
+//     changed, the signs that the pool may be on a new connection. A reply
+//     after one counts once the node was checked again.
 
 // nodeView is what the Client knows of one node's process.
 type nodeView struct {
@@ -78,7 +83,7 @@ type nodeView struct {
 type restarts struct {
 	views    []atomic.Pointer[nodeView] // nil until a check succeeded
 	checking []atomic.Bool              // a background check is under way
-	gens     []pool.Reconnector         // nil for pools that do not tell
+	gens     []pool.Reconnector         // a *suspectGen for pools that do not tell
 	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
 	first    sync.Once                  // the check before the first acquisition
 	// settled is set once a check of every node had a quorum answer;
@@ -95,7 +100,29 @@ func (c *Client) initRestarts() {
 	c.rs.gens = make([]pool.Reconnector, len(c.pools))
 	c.rs.lastErr = make([]atomic.Pointer[error], len(c.pools))
 	for i, p := range c.pools {
-		c.rs.gens[i], _ = p.(pool.Reconnector)
+		if g, ok := p.(pool.Reconnector); ok {
+			c.rs.gens[i] = g
+		} else {
+			c.rs.gens[i] = new(suspectGen)
+		}
+	}
+}
+
+// suspectGen is the generation of a pool that does not implement
+// pool.Reconnector: the count of the signs that it may have opened a new
+// connection since (suspect).
+type suspectGen struct{ n atomic.Uint64 }
+
+func (g *suspectGen) Generation() uint64 { return g.n.Load() }
+
+// suspect notes a sign that node i's pool may have opened a new
+// connection, when the pool does not say so itself: a call that failed
+// without the node's answer (a broken or timed-out connection is
+// replaced), or a fence epoch that changed. The node's next reply counts
+// once the node has been checked again.
+func (c *Client) suspect(i int) {
+	if g, ok := c.rs.gens[i].(*suspectGen); ok {
+		g.n.Add(1)
 	}
 }
 
@@ -221,7 +248,7 @@ type restartedError struct {
 }
 
 func (e *restartedError) Error() string {
-	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithRestartSafety)",
+	return fmt.Sprintf("%v, or may have: %s; not counted toward a quorum for another %v (restart safety, WithRestartSafety; see docs/operations.md#restarts-and-upgrades)",
 		ErrNodeRestarted, e.why, e.left.Round(time.Millisecond))
 }
 
@@ -253,6 +280,9 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		var reply any
 		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark)...)
 		if err != nil {
+			if !replied(err) {
+				c.suspect(i)
+			}
 			err = explainDenied(err)
 			c.rs.lastErr[i].Store(&err)
 			if replied(err) {
@@ -592,5 +622,5 @@ func (c *Client) nodeReset(i int, why error) {
 // Why nodeReset is called: the signs of a node that lost its data.
 var (
 	errEpochChanged = errors.New("its fence epoch changed: fences stay monotonic only while fewer than a quorum of nodes lose their last counter (docs/fencing.md)")
-	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/safety.md)")
+	errRunIDChanged = errors.New("it came back under a new run id, from a snapshot or an append-only file (docs/operations.md#restarts-and-upgrades)")
 )

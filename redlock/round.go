@@ -106,6 +106,9 @@ type nodeCall struct {
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
 	if err != nil {
+		if !replied(err) {
+			r.c.suspect(nc.i) // the pool may reconnect (restart.go)
+		}
 		err = explainDenied(err)
 	}
 	status, err := r.req.status(r.nodes[nc.i].Addr, reply, err)
@@ -388,7 +391,7 @@ func (r *round) take(o outcome) {
 func (r *round) timedOut() {
 	for i := range r.nodes {
 		if r.nodes[i].Status == NodePending {
-			r.nodes[i].Err = errNoReply
+			r.nodes[i].Err = noReply(r.c.pools[i])
 		}
 	}
 }

@@ -3,12 +3,14 @@ package tests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -227,4 +229,49 @@ func TestRestartSafety_aReplyOnANewConnectionCountsOnceTheConnectionIsChecked(t 
 	l, err = c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
 	require.NoError(t, err, "with two nodes down, the three on new connections must count as soon as they are checked")
 	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+// plainPool hides every method of a pool but those of pool.Pool, as a
+// program's own wrapper of its pools (for metrics, say) may: it is not a
+// pool.Reconnector.
+type plainPool struct{ pool.Pool }
+
+// A Client over pools that do not say when they open a connection checks
+// a node again after a call to it failed without an answer: the pool may
+// be on a new connection, to a process that restarted empty. A node that
+// restarted empty while a lock was held is not counted until the maximum
+// TTL has passed since, although the Client had checked it before.
+func TestRestartSafety_aPoolThatDoesNotTellItsConnectionsStillKeepsARestartedNodeOut(t *testing.T) {
+	e := newEnv(t, 5)
+	const maxTTL = 3 * time.Second
+	key := newKey(t)
+	a := e.client(redlock.WithRestartSafety(maxTTL))
+	_, err := a.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+	require.NoError(t, err)
+
+	pools := redigoPools(t, e.addrs)
+	for i, p := range pools {
+		pools[i] = plainPool{p}
+	}
+	b := newClient(t, pools, redlock.WithRestartSafety(maxTTL))
+	l, err := b.TryLock(ctxT(t, 10*time.Second), newKey(t), maxTTL) // every node checked and counted
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+
+	restarted := restartEmpty(t, e, 0, 1, 2)
+	named := false
+	var got time.Time
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		l, err := b.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+		if err == nil {
+			got = time.Now()
+			require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+			break
+		}
+		named = named || errors.Is(err, redlock.ErrNodeRestarted) ||
+			strings.Contains(err.Error(), redlock.ErrNodeRestarted.Error())
+	}
+	require.False(t, got.IsZero(), "never acquired after the wait")
+	require.GreaterOrEqual(t, got.Sub(restarted), maxTTL, "a node restarted empty was counted before the maximum TTL passed: a second owner")
+	require.True(t, named, "no refusal named the restarted nodes")
 }

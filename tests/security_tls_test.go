@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +121,46 @@ func TestTLS_aWrongCAIsReportedPerNodeAsACertificateError(t *testing.T) {
 		failed++
 	}
 	require.Greater(t, failed, len(qe.Nodes)-qe.Quorum, statuses(qe))
+}
+
+// A TLS client pointed at plain nodes never connects: a plain node does
+// not answer the ClientHello (the handshake then fails at the dial
+// timeout), or answers it with an error (at once). Rounds are much
+// shorter than the dial timeout, so most of them end while a dial is
+// under way. Every round must still name why each node it heard nothing
+// from is silent: being dialled, and from the first failed handshake
+// until a dial succeeds (never, here), the handshake.
+func TestTLS_onPlainNodesEveryRoundNamesTheConnectingStateAndTheHandshake(t *testing.T) {
+	e := newEnv(t, 3)
+	const dialTimeout = 500 * time.Millisecond
+	pools := newPools(t, e.addrs, pool.WithTLS(&tls.Config{InsecureSkipVerify: true}), pool.WithDialTimeout(dialTimeout))
+	c := newClient(t, pools, redlock.WithNodeTimeout(50*time.Millisecond), redlock.WithRestartSafety(0))
+
+	failed := make([]bool, len(e.addrs)) // node i has named the handshake
+	rounds := 0
+	for start := time.Now(); time.Since(start) < 3*dialTimeout; time.Sleep(10 * time.Millisecond) {
+		_, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		qe := asQuorumError(t, err)
+		rounds++
+		named := 0
+		for i, n := range qe.Nodes {
+			require.NotEqual(t, redlock.NodeOK, n.Status, statuses(qe))
+			if n.Err == nil {
+				continue // not awaited: the round was decided without it
+			}
+			named++
+			msg := n.Err.Error()
+			if strings.Contains(msg, "TLS handshake") {
+				failed[i] = true
+				continue
+			}
+			require.False(t, failed[i], "round %d, node %d: once a handshake failed, every round must name it: %s", rounds, i, statuses(qe))
+			require.Contains(t, msg, "still connecting", "round %d, node %d: %s", rounds, i, statuses(qe))
+		}
+		require.Positive(t, named, "round %d named no node: %s", rounds, statuses(qe))
+	}
+	for i := range failed {
+		require.True(t, failed[i], "node %d: no round named the failed handshake", i)
+	}
 }

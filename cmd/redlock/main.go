@@ -9,6 +9,7 @@
 //	redlock inspect -addrs ... -kind rwlock NAME
 //	redlock inspect -addrs ... -kind election NAME
 //	redlock force-release -addrs host:port,... -yes KEY
+//	redlock nodes -addrs host:port,... [-max-ttl d]
 //
 // inspect prints, node by node, whether the key is held and by which
 // Client (its ID, as Client.ID reports it), the key's remaining TTL, how
@@ -21,6 +22,13 @@
 // waiting writer's intent; an election's leader (value, term, Client,
 // TTL), each node's record and fence counter, and the queued campaigns.
 // A first line says what a quorum of nodes agrees on.
+//
+// nodes prints, node by node, whether restart safety counts the node
+// toward quorums: its run id, uptime, whether it is marked, and, while it
+// is kept out after a restart, for how much longer, for Clients whose
+// maximum TTL (WithRestartSafety) is -max-ttl (default 1m). It writes
+// nothing. During a rolling restart, restart the next node once this
+// counts the previous one again.
 //
 // force-release gives the key up on every node whatever it holds, as its
 // holder's Unlock would (the longest waiting Lock call gets it). It is
@@ -42,6 +50,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -68,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "redlock:", err)
-		fmt.Fprintln(stderr, "usage: redlock inspect|force-release -addrs host:port,... [-kind mutex|semaphore|rwlock|election] [-permits K] [-tls] [-timeout d] [-yes] KEY")
+		fmt.Fprintln(stderr, "usage: redlock inspect|force-release|nodes -addrs host:port,... [-kind mutex|semaphore|rwlock|election] [-permits K] [-tls] [-timeout d] [-yes] [-max-ttl d] [KEY]")
 		return 2
 	}
 	fmt.Fprintln(stderr, "redlock:", err)
@@ -82,6 +91,7 @@ type command struct {
 	permits        int
 	useTLS, yes    bool
 	timeout        time.Duration
+	maxTTL         time.Duration
 }
 
 // parse reads a command line, or says why it cannot be run.
@@ -90,7 +100,7 @@ func parse(args []string) (*command, error) {
 		return nil, usageError{"no command"}
 	}
 	c := &command{cmd: args[0]}
-	if c.cmd != "inspect" && c.cmd != "force-release" {
+	if c.cmd != "inspect" && c.cmd != "force-release" && c.cmd != "nodes" {
 		return nil, usageError{fmt.Sprintf("unknown command %q", c.cmd)}
 	}
 	fs := flag.NewFlagSet(c.cmd, flag.ContinueOnError)
@@ -101,11 +111,14 @@ func parse(args []string) (*command, error) {
 	fs.BoolVar(&c.yes, "yes", false, "force-release: confirm that the holder may be running")
 	fs.StringVar(&c.kind, "kind", "mutex", "inspect: the kind of lock KEY names: mutex, semaphore, rwlock or election")
 	fs.IntVar(&c.permits, "permits", redlock.MaxPermits, "inspect -kind semaphore: how many permit slots to read")
+	fs.DurationVar(&c.maxTTL, "max-ttl", time.Minute, "nodes: the Clients' maximum TTL (WithRestartSafety)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, usageError{err.Error()}
 	}
 	switch {
-	case fs.NArg() != 1 || fs.Arg(0) == "":
+	case c.cmd == "nodes" && fs.NArg() != 0:
+		return nil, usageError{"nodes takes no KEY"}
+	case c.cmd != "nodes" && (fs.NArg() != 1 || fs.Arg(0) == ""):
 		return nil, usageError{"want exactly one KEY"}
 	case *addrs == "":
 		return nil, usageError{"-addrs is required"}
@@ -127,14 +140,17 @@ func dispatch(args []string, stdout io.Writer, getenv func(string) string) error
 	if err != nil {
 		return err
 	}
-	client, closeAll, err := connect(c.addrs, c.useTLS, c.timeout, getenv)
+	client, pools, closeAll, err := connect(c.addrs, c.useTLS, c.timeout, getenv)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if c.cmd == "force-release" {
+	switch c.cmd {
+	case "nodes":
+		return nodes(ctx, stdout, pools, c.maxTTL)
+	case "force-release":
 		if err := client.ForceRelease(ctx, c.key); err != nil {
 			return err
 		}
@@ -173,8 +189,8 @@ func inspect(ctx context.Context, w io.Writer, client *redlock.Client, c *comman
 	return printInspection(w, in)
 }
 
-// connect makes a Client over the nodes at addrs.
-func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(string) string) (*redlock.Client, func(), error) {
+// connect makes a Client over the nodes at addrs, and returns their pools.
+func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(string) string) (*redlock.Client, []pool.Pool, func(), error) {
 	var opts []pool.Option
 	if pw := getenv("REDLOCK_PASSWORD"); pw != "" {
 		if user := getenv("REDLOCK_USER"); user != "" {
@@ -197,7 +213,7 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 		p, err := pool.New(strings.TrimSpace(a), opts...)
 		if err != nil {
 			closeAll()
-			return nil, nil, usageError{err.Error()}
+			return nil, nil, nil, usageError{err.Error()}
 		}
 		nodes, pools = append(nodes, p), append(pools, p)
 	}
@@ -206,9 +222,24 @@ func connect(addrs []string, useTLS bool, timeout time.Duration, getenv func(str
 	client, err := redlock.New(pools, redlock.WithNodeTimeout(timeout), redlock.WithRestartSafety(0))
 	if err != nil {
 		closeAll()
-		return nil, nil, usageError{err.Error()}
+		return nil, nil, nil, usageError{err.Error()}
 	}
-	return client, func() { _ = client.Close(); closeAll() }, nil
+	return client, pools, func() { _ = client.Close(); closeAll() }, nil
+}
+
+// nodes reads every node's restart-safety state at once and prints it.
+func nodes(ctx context.Context, w io.Writer, pools []pool.Pool, maxTTL time.Duration) error {
+	states := make([]nodeState, len(pools))
+	var wg sync.WaitGroup
+	for i, p := range pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			states[i] = readNode(ctx, p)
+		}()
+	}
+	wg.Wait()
+	return printNodes(w, states, len(pools)/2+1, maxTTL)
 }
 
 // printInspection writes a summary line and a table of the nodes.

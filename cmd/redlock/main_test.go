@@ -176,3 +176,39 @@ func TestRun_refusesBadKinds(t *testing.T) {
 		require.Contains(t, errOut, "usage:")
 	}
 }
+
+// nodes tells, node by node, whether restart safety counts a node: a node
+// that restarted empty after a Client marked the deployment is kept out,
+// for the rest of the maximum TTL, and named so.
+func TestNodes_namesANodeThatRestartedEmptyAsNotCounted(t *testing.T) {
+	nodes := redistest.StartT(t, 3)
+	addrs := strings.Join(nodes.Addrs(), ",")
+	code, out, errOut := runCmd(t, nil, "nodes", "-addrs", addrs)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "3 of 3 nodes counted", "no node has a marker: a new deployment\n%s", out)
+
+	var pools []pool.Pool
+	for _, a := range nodes.Addrs() {
+		p, err := pool.New(a)
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		pools = append(pools, p)
+	}
+	c, err := redlock.New(pools)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	l, err := c.TryLock(context.Background(), "k", time.Minute) // marks every node
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(context.Background()))
+	require.Eventually(t, func() bool {
+		_, out, _ = runCmd(t, nil, "nodes", "-addrs", addrs)
+		return strings.Count(out, "counted (marked with its run id)") == 3
+	}, 5*time.Second, 20*time.Millisecond, out)
+
+	require.NoError(t, nodes.Node(0).Kill())
+	require.NoError(t, nodes.Node(0).Restart()) // without its data
+	code, out, errOut = runCmd(t, nil, "nodes", "-addrs", addrs, "-max-ttl", "30s")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 of 3 nodes counted", out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(nodes.Addrs()[0])+`\s.*not counted for another`), out)
+}

@@ -83,10 +83,12 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 //     then checks those nodes less often). On a cluster, restart safety
 //     checks one master only: see docs/operations.md.
 //   - *redis.Ring: neither (a ring cannot subscribe without a channel);
-//     waiting Lock calls poll, and restart safety checks the node only
-//     before the first acquisition.
+//     waiting Lock calls poll, and restart safety checks the node before
+//     the first acquisition and after a call to it failed without its
+//     answer, not on each new connection.
 //   - any other UniversalClient: pool.Subscriber, not pool.Reconnector
-//     (restart safety checks the node only before the first acquisition).
+//     (restart safety checks the node before the first acquisition and
+//     after a call to it failed without its answer).
 //
 // The hook New adds also keeps go-redis from dialling a DialPubSub
 // connection again by itself (see DialPubSub).
