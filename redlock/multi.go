@@ -160,23 +160,25 @@ func (c *Client) tryMulti(ctx context.Context, ks []string, ttl time.Duration, c
 // waitMulti takes ks, waiting as LockMulti says; refused is when its
 // first round was refused (zero when it was not).
 func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
-	return c.waitUnqueued(ctx, ks, cfg, func() (*Lock, error) { return c.tryMulti(ctx, ks, ttl, cfg) })
+	return c.waitUnqueued(ctx, ks, "", cfg, func() (*Lock, error) { return c.tryMulti(ctx, ks, ttl, cfg) })
 }
 
 // waitUnqueued is the waiting of every call that does not queue on the
 // nodes (LockMulti, Semaphore.Acquire, RWLock's RLock and Lock): it calls
 // try until a round takes the lock or fails for another reason than a
 // refusal, and between refused rounds it sleeps as pacing says, or until
-// a release of one of keys is announced. refused is when the first round
-// was refused (zero when it was not).
-func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+// a release of one of keys is announced: one that leaves a key free for
+// anyone, or one that names the call's id ("" for none; a semaphore's
+// release names the longest waiter). refused is when the first round was
+// refused (zero when it was not).
+func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
 	l, err = try()
 	qe := asRefusal(err)
 	if err == nil || qe == nil {
 		return l, refused, err
 	}
 	refused = c.cfg.clock.Now()
-	mw, err := c.listenMulti(keys)
+	mw, err := c.listenMulti(keys, id)
 	if err != nil {
 		return nil, refused, errors.Join(err, qe)
 	}
@@ -200,13 +202,15 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig
 // the call.
 type multiWaiter struct {
 	c    *Client
+	id   string // the call's id in announcements; "" for none
 	wake chan struct{}
 	kws  []*keyWait
 }
 
-// listenMulti subscribes to the announcements of every key of ks.
-func (c *Client) listenMulti(ks []string) (*multiWaiter, error) {
-	mw := &multiWaiter{c: c, wake: make(chan struct{}, 1)}
+// listenMulti subscribes to the announcements of every key of ks, for the
+// call id ("" for none).
+func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
+	mw := &multiWaiter{c: c, id: id, wake: make(chan struct{}, 1)}
 	for _, k := range ks {
 		kw := c.notify.join(k, mw)
 		if kw == nil {
@@ -219,9 +223,10 @@ func (c *Client) listenMulti(ks []string) (*multiWaiter, error) {
 }
 
 // released implements listener: a key left free for anyone wakes the
-// call; one kept for a waiter does not.
+// call, and so does a release that names it; one kept for another waiter
+// does not.
 func (mw *multiWaiter) released(_ int, to string) {
-	if to == "" {
+	if to == "" || to == mw.id {
 		mw.poke()
 	}
 }

@@ -141,7 +141,7 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, r
 			}
 		}()
 	}
-	return rw.c.waitUnqueued(ctx, []string{rw.name}, cfg, func() (*Lock, error) {
+	return rw.c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
 		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter)
 		refused = refused || r != nil && !grantedEverywhere(r)
 		return l, err

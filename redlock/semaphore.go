@@ -155,7 +155,7 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 			c.tell(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID))
 		}
 	}()
-	return c.waitUnqueued(ctx, []string{s.name}, cfg, func() (*Lock, error) {
+	return c.waitUnqueued(ctx, []string{s.name}, w.ID, cfg, func() (*Lock, error) {
 		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {
 			prefer = r.won() // the slot most nodes took, if any did

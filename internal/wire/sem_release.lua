@@ -1,8 +1,8 @@
 -- Semaphore release: give up every slot that holds our token, but the one
--- kept, and announce each one freed to every waiting Client; take the
--- waiting call that took the permit out of the queue. Unlock keeps none;
--- after a round that won a slot on a quorum, the nodes that granted
--- another slot give that one up.
+-- kept, and announce it to the longest waiting call (to every waiting
+-- Client when none is queued here); take the waiting call that took the
+-- permit out of the queue. Unlock keeps none; after a round that won a
+-- slot on a quorum, the nodes that granted another slot give that one up.
 local n = #KEYS - 2 -- KEYS[1..n] are the slots
 local waiters = KEYS[n + 1] -- the queue (sem_acquire.lua)
 local due = KEYS[n + 2] -- the queue's deadlines
@@ -24,7 +24,11 @@ for i = 1, n do
 	end
 end
 if freed == 1 then
-	local r = redis.pcall("PUBLISH", releaseChannel, "")
+	-- The longest waiter is told; the others wait on (it may be a waiter
+	-- that left without saying so: the others ask again within their
+	-- refresh interval, and their rounds drop it).
+	local head = redis.call("ZRANGE", waiters, 0, 0)[1] or ""
+	local r = redis.pcall("PUBLISH", releaseChannel, head)
 	if type(r) == "table" and r.err then
 		return {1, r.err}
 	end
