@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,11 +75,24 @@ func (p *serverProbe) close() {
 
 // nodeSnapshot is what one node's INFO said at one moment.
 type nodeSnapshot struct {
-	runID string
-	cpu   time.Duration    // used_cpu_sys + used_cpu_user: the whole server process
-	cmds  map[string]int64 // command → calls + rejected_calls
-	own   int64            // the tool's INFO calls sent to the node before this one
+	runID    string
+	cpu      cpuSplit         // used_cpu_user and used_cpu_sys: the whole server process
+	cmds     map[string]int64 // command → calls + rejected_calls
+	own      int64            // the tool's INFO calls sent to the node before this one
+	pid      int              // process_id, 0 when INFO does not say
+	switches int64            // the process's context switches (voluntary + involuntary); -1 unknown
 }
+
+// cpuSplit is a server process's CPU time, split as INFO cpu splits it.
+type cpuSplit struct {
+	user, sys time.Duration
+}
+
+// total returns user + system time.
+func (c cpuSplit) total() time.Duration { return c.user + c.sys }
+
+// sub returns c - o.
+func (c cpuSplit) sub(o cpuSplit) cpuSplit { return cpuSplit{c.user - o.user, c.sys - o.sys} }
 
 // snapshot asks every node for its figures; when says when, for errors.
 // A node that does not answer, or answers without the fields (miniredis),
@@ -99,6 +113,7 @@ func (p *serverProbe) snapshot(when string) []*nodeSnapshot {
 			continue
 		}
 		s.own = own
+		s.switches = contextSwitches(s.pid)
 		out[i] = s
 	}
 	return out
@@ -130,6 +145,8 @@ func parseSnapshot(text string) (*nodeSnapshot, error) {
 		switch {
 		case k == "run_id":
 			s.runID = v
+		case k == "process_id":
+			s.pid, err = strconv.Atoi(v)
 		case k == "used_cpu_sys":
 			sys, err = strconv.ParseFloat(v, 64)
 			haveSys = err == nil
@@ -148,9 +165,12 @@ func parseSnapshot(text string) (*nodeSnapshot, error) {
 	if !haveSys || !haveUser {
 		return nil, errors.New("INFO has no used_cpu_sys and used_cpu_user")
 	}
-	s.cpu = time.Duration((sys + user) * float64(time.Second))
+	s.cpu = cpuSplit{user: seconds(user), sys: seconds(sys)}
 	return s, nil
 }
+
+// seconds converts INFO's seconds, rounded to the nanosecond.
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
 // commandCalls reads calls + rejected_calls from a cmdstat_ value such as
 // "calls=3,usec=12,usec_per_call=4.00,rejected_calls=0,failed_calls=0".
@@ -181,8 +201,11 @@ type nodeCost struct {
 	addr  string
 	known bool
 	err   error // why it is not known
-	cpu   time.Duration
+	cpu   cpuSplit
 	cmds  map[string]int64 // by command, the tool's own calls left out
+	// switches are the server process's context switches in the window,
+	// -1 when unknown (not a process of this machine, or not Linux).
+	switches int64
 }
 
 // total returns the node's commands.
@@ -240,7 +263,11 @@ func (p *serverProbe) costs(before, after []*nodeSnapshot, extra []map[string]in
 		case b.runID != a.runID:
 			n.err = fmt.Errorf("node %s restarted during the measurement", addr)
 		default:
-			n.known, n.cpu, n.cmds = true, a.cpu-b.cpu, map[string]int64{}
+			n.known, n.cpu, n.cmds = true, a.cpu.sub(b.cpu), map[string]int64{}
+			n.switches = -1
+			if a.pid == b.pid && a.switches >= 0 && b.switches >= 0 {
+				n.switches = a.switches - b.switches
+			}
 			for cmd, calls := range a.cmds {
 				if d := calls - b.cmds[cmd]; d != 0 {
 					n.cmds[cmd] = d
@@ -262,7 +289,7 @@ func (p *serverProbe) costs(before, after []*nodeSnapshot, extra []map[string]in
 					delete(n.cmds, cmd)
 				}
 			}
-			if n.cpu < 0 {
+			if n.cpu.user < 0 || n.cpu.sys < 0 {
 				n.known = false
 				n.err = fmt.Errorf("node %s: CPU time went down", addr)
 			}

@@ -163,10 +163,10 @@ func requireServerCost(t *testing.T, mode, out string) {
 	if (config{mode: mode}).sharedKey() {
 		op = "acquisition"
 	}
-	require.Regexp(t, `(?m)^cpu +per `+op+`: client .*; Redis [0-9.]+(µs|ms|s) \(used_cpu_sys\+used_cpu_user, summed over 5 nodes\)$`, out)
+	require.Regexp(t, `(?m)^cpu +per `+op+`: client .*; Redis [0-9.]+(µs|ms|s) = user [0-9.]+(µs|ms|s) \+ sys [0-9.]+(µs|ms|s) \(used_cpu_user, used_cpu_sys, summed over 5 nodes\)(; context switches [0-9.]+ per node)?$`, out)
 	require.Regexp(t, `(?m)^commands +per `+op+` and node: [0-9.]+ commands, [0-9.]+ script calls \(EVALSHA\+EVAL\)`, out)
-	require.Regexp(t, `(?m)^ +node +cpu/op +commands/op +scripts/op +top commands per `+op+`$`, out)
-	require.Len(t, regexp.MustCompile(`(?m)^ +127\.0\.0\.1:[0-9]+ +[0-9.]+(µs|ms) +[0-9.]+ +[0-9.]+ +[a-z|_]+ [0-9.]+`).FindAllString(out, -1), 5)
+	require.Regexp(t, `(?m)^ +node +cpu/op +user +sys +switches/op +commands/op +scripts/op +top commands per `+op+`$`, out)
+	require.Len(t, regexp.MustCompile(`(?m)^ +127\.0\.0\.1:[0-9]+ +[0-9.]+(µs|ms) +[0-9.]+(µs|ms) +[0-9.]+(µs|ms) +([0-9.]+|-) +[0-9.]+ +[0-9.]+ +[a-z|_]+ [0-9.]+`).FindAllString(out, -1), 5)
 }
 
 // requireTakeoverReport checks a takeover-mode table: some takeovers,
@@ -1209,7 +1209,8 @@ func TestParseSnapshot(t *testing.T) {
 	s, err := parseSnapshot(text)
 	require.NoError(t, err)
 	require.Equal(t, "abc", s.runID)
-	require.Equal(t, 1750001*time.Microsecond, s.cpu)
+	require.Equal(t, cpuSplit{user: 250001 * time.Microsecond, sys: 1500 * time.Millisecond}, s.cpu)
+	require.Equal(t, 1750001*time.Microsecond, s.cpu.total())
 	require.Equal(t, map[string]int64{"set": 11, "evalsha": 3, "client|setname": 2, "get": 4}, s.cmds)
 
 	_, err = parseSnapshot("# Clients\r\nconnected_clients:1\r\n")
@@ -1224,7 +1225,7 @@ func TestServerCosts(t *testing.T) {
 	p := &serverProbe{addrs: []string{"a:1", "b:2", "c:3", "d:4", "e:5"}, errs: make([]error, 5)}
 	p.errs[3] = errors.New("node d:4: connection refused")
 	snap := func(run string, cpu time.Duration, own int64, cmds map[string]int64) *nodeSnapshot {
-		return &nodeSnapshot{runID: run, cpu: cpu, own: own, cmds: cmds}
+		return &nodeSnapshot{runID: run, cpu: cpuSplit{user: cpu / 4, sys: cpu - cpu/4}, own: own, cmds: cmds, switches: -1}
 	}
 	before := []*nodeSnapshot{
 		snap("r0", time.Second, 0, map[string]int64{"info": 7, "set": 100, "evalsha": 50, "get": 50}),
@@ -1248,7 +1249,9 @@ func TestServerCosts(t *testing.T) {
 
 	n := costs[0]
 	require.True(t, n.known, "%v", n.err)
-	require.Equal(t, 300*time.Microsecond, n.cpu)
+	require.Equal(t, 300*time.Microsecond, n.cpu.total())
+	require.Equal(t, 75*time.Microsecond, n.cpu.user)
+	require.EqualValues(t, -1, n.switches, "no process here")
 	require.Equal(t, map[string]int64{"info": 1, "set": 20, "evalsha": 10, "eval": 1, "get": 11}, n.cmds, "the tool's INFO and the floor's SET and DEL left out")
 	require.EqualValues(t, 43, n.total())
 	require.EqualValues(t, 11, n.scripts())
@@ -1288,10 +1291,10 @@ func TestServerCosts(t *testing.T) {
 
 	var out bytes.Buffer
 	writeCost(&out, &report{}, c)
-	require.Regexp(t, `(?m)^cpu +per acquisition: client 1.00ms .*; Redis 130µs \(used_cpu_sys\+used_cpu_user, summed over the 2 of 5 nodes that answered\)$`, out.String())
+	require.Regexp(t, `(?m)^cpu +per acquisition: client 1.00ms .*; Redis 130µs = user 32µs \+ sys 97µs \(used_cpu_user, used_cpu_sys, summed over the 2 of 5 nodes that answered\)$`, out.String())
 	require.Regexp(t, `(?m)^commands +per acquisition and node: 3.15 commands, 0.55 script calls`, out.String())
-	require.Regexp(t, `(?m)^ +a:1 +30µs +4.30 +1.10 +set 2.00, get 1.10, evalsha 1.00, eval 0.10, info 0.10$`, out.String())
-	require.Regexp(t, `(?m)^ +d:4 +- +- +- +node d:4: connection refused$`, out.String())
+	require.Regexp(t, `(?m)^ +a:1 +30µs +7.5µs +22µs +- +4.30 +1.10 +set 2.00, get 1.10, evalsha 1.00, eval 0.10, info 0.10$`, out.String())
+	require.Regexp(t, `(?m)^ +d:4 +- +- +- +- +- +- +node d:4: connection refused$`, out.String())
 
 	// Without operations, nothing per operation.
 	res = &runResult{acquire: newHist(), servers: costs}
@@ -1549,4 +1552,12 @@ func TestParseFlagsKinds(t *testing.T) {
 	for _, f := range []string{"-permits", "-readers", "-writers", "-terms", `"semaphore"`, `"rwlock"`, `"election"`} {
 		require.Contains(t, usage.String(), f)
 	}
+}
+
+func TestParseSwitches(t *testing.T) {
+	status := "Name:\tredis-server\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n"
+	require.EqualValues(t, 127, parseSwitches(status))
+	require.EqualValues(t, -1, parseSwitches("Name:\tredis-server\nvoluntary_ctxt_switches:\t120\n"))
+	require.EqualValues(t, -1, contextSwitches(0))
+	require.EqualValues(t, -1, contextSwitches(os.Getpid()), "this process is no redis-server")
 }

@@ -147,6 +147,15 @@ type costReport struct {
 	// process), summed over the nodes.
 	RedisCPU      duration `json:"redis_cpu_us"`
 	RedisCPUPerOp duration `json:"redis_cpu_per_op_us"`
+	// RedisUserCPU and RedisSysCPU split RedisCPU: used_cpu_user (the
+	// server's own work: commands, scripts, replies) and used_cpu_sys
+	// (the kernel's, on its behalf: reads, writes, polling).
+	RedisUserCPUPerOp duration `json:"redis_user_cpu_per_op_us"`
+	RedisSysCPUPerOp  duration `json:"redis_sys_cpu_per_op_us"`
+	// SwitchesPerOpPerNode is the mean, over the nodes whose processes
+	// are on this machine (Linux), of their voluntary + involuntary
+	// context switches per operation; -1 when no node's are known.
+	SwitchesPerOpPerNode float64 `json:"context_switches_per_op_per_node"`
 	// Commands counts every command a node ran (INFO commandstats: calls
 	// + rejected_calls), those a script runs included, less the tool's own
 	// INFO calls; ScriptCalls counts EVALSHA and EVAL. Both per operation
@@ -166,6 +175,9 @@ type nodeCostReport struct {
 	Error            string           `json:"error,omitempty"` // why not known
 	CPU              duration         `json:"cpu_us"`
 	CPUPerOp         duration         `json:"cpu_per_op_us"`
+	UserCPUPerOp     duration         `json:"user_cpu_per_op_us"`
+	SysCPUPerOp      duration         `json:"sys_cpu_per_op_us"`
+	SwitchesPerOp    float64          `json:"context_switches_per_op"` // -1: unknown
 	Commands         int64            `json:"commands"`
 	CommandsPerOp    float64          `json:"commands_per_op"`
 	ScriptCalls      int64            `json:"script_calls"` // EVALSHA + EVAL
@@ -208,6 +220,8 @@ type vsPollingReport struct {
 	Pool                string  `json:"pool"`
 	AcquisitionsPerSec  float64 `json:"acquisitions_per_s"`
 	RedisCPUPerAcq      float64 `json:"redis_cpu_per_acquisition"` // 0 unless every node's figures are known in both runs
+	RedisUserCPUPerAcq  float64 `json:"redis_user_cpu_per_acquisition"`
+	RedisSysCPUPerAcq   float64 `json:"redis_sys_cpu_per_acquisition"`
 	CommandsPerAcq      float64 `json:"commands_per_acquisition"`
 	ScriptCallsPerAcq   float64 `json:"script_calls_per_acquisition"`
 	ClientCPUPerAcq     float64 `json:"client_cpu_per_acquisition"`
@@ -334,6 +348,8 @@ func vsPolling(r, poll runReport) vsPollingReport {
 	}
 	if r.Cost.RedisKnown && poll.Cost.RedisKnown {
 		v.RedisCPUPerAcq = ratio(float64(r.Cost.RedisCPUPerOp), float64(poll.Cost.RedisCPUPerOp))
+		v.RedisUserCPUPerAcq = ratio(float64(r.Cost.RedisUserCPUPerOp), float64(poll.Cost.RedisUserCPUPerOp))
+		v.RedisSysCPUPerAcq = ratio(float64(r.Cost.RedisSysCPUPerOp), float64(poll.Cost.RedisSysCPUPerOp))
 	} else {
 		v.CommandsPerAcq, v.ScriptCallsPerAcq = 0, 0
 	}
@@ -496,8 +512,9 @@ func newCostReport(cfg config, ns *nodes, r *runResult) costReport {
 		c.ClientCPU, c.ClientCPUPerOp = duration(r.clientCPU), timePerOp(r.clientCPU)
 	}
 	c.HoldSpinPerOp = timePerOp(r.spin)
-	var cpu time.Duration
+	var cpu cpuSplit
 	var cmds, scripts int64
+	switches := cpuSwitches{}
 	for _, n := range r.servers {
 		nr := nodeCostReport{Addr: n.addr, Known: n.known, Top: []commandCount{}}
 		if !n.known {
@@ -508,20 +525,25 @@ func newCostReport(cfg config, ns *nodes, r *runResult) costReport {
 			continue
 		}
 		c.RedisNodes++
-		nr.CPU, nr.CPUPerOp = duration(n.cpu), timePerOp(n.cpu)
+		nr.CPU, nr.CPUPerOp = duration(n.cpu.total()), timePerOp(n.cpu.total())
+		nr.UserCPUPerOp, nr.SysCPUPerOp = timePerOp(n.cpu.user), timePerOp(n.cpu.sys)
+		nr.SwitchesPerOp = switches.add(n.switches, perOp)
 		nr.Commands, nr.ScriptCalls, nr.ByCommand = n.total(), n.scripts(), n.cmds
 		nr.CommandsPerOp, nr.ScriptCallsPerOp = perOp(nr.Commands), perOp(nr.ScriptCalls)
 		for _, cmd := range n.top(topCommands) {
 			nr.Top = append(nr.Top, commandCount{Command: cmd, Calls: n.cmds[cmd], PerOp: perOp(n.cmds[cmd])})
 		}
-		cpu += n.cpu
+		cpu.user += n.cpu.user
+		cpu.sys += n.cpu.sys
 		cmds += nr.Commands
 		scripts += nr.ScriptCalls
 		c.Nodes = append(c.Nodes, nr)
 	}
 	c.RedisKnown = c.RedisNodes > 0 && c.RedisNodes == len(r.servers)
 	if c.RedisNodes > 0 {
-		c.RedisCPU, c.RedisCPUPerOp = duration(cpu), timePerOp(cpu)
+		c.RedisCPU, c.RedisCPUPerOp = duration(cpu.total()), timePerOp(cpu.total())
+		c.RedisUserCPUPerOp, c.RedisSysCPUPerOp = timePerOp(cpu.user), timePerOp(cpu.sys)
+		c.SwitchesPerOpPerNode = switches.mean()
 		c.CommandsPerOpPerNode = math.Round(perOp(cmds)/float64(c.RedisNodes)*1000) / 1000
 		c.ScriptCallsPerOpPerNode = math.Round(perOp(scripts)/float64(c.RedisNodes)*1000) / 1000
 	}
@@ -565,4 +587,31 @@ func writeJSON(w io.Writer, rep *report) error {
 // oneLine keeps a multi-line error message on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// cpuSwitches adds up the nodes' context switches per operation, over
+// the nodes whose switches are known.
+type cpuSwitches struct {
+	sum   float64
+	nodes int
+}
+
+// add counts a node's switches (-1: unknown) and returns them per
+// operation (-1 when unknown).
+func (s *cpuSwitches) add(n int64, perOp func(int64) float64) float64 {
+	if n < 0 {
+		return -1
+	}
+	v := perOp(n)
+	s.sum += v
+	s.nodes++
+	return v
+}
+
+// mean returns the mean per node, -1 when no node's are known.
+func (s *cpuSwitches) mean() float64 {
+	if s.nodes == 0 {
+		return -1
+	}
+	return math.Round(s.sum/float64(s.nodes)*100) / 100
 }

@@ -52,8 +52,9 @@ func writeReport(w io.Writer, rep *report) {
 		fmt.Fprintf(w, "\nvs polling each kind ÷ the polling kind, same nodes, this run (polling: %s):\n",
 			plural(int(rep.VsPolling[0].PollingAcquisitions), "acquisition"))
 		for _, v := range rep.VsPolling {
-			fmt.Fprintf(w, "  %-9s acquisitions/s %s, Redis CPU per acquisition %s, commands per acquisition %s (script calls %s), wait p99 %s, idle gap p50 %s, client CPU per acquisition %s\n",
-				v.Pool, formatRatio(v.AcquisitionsPerSec), formatRatio(v.RedisCPUPerAcq), formatRatio(v.CommandsPerAcq),
+			fmt.Fprintf(w, "  %-9s acquisitions/s %s, Redis CPU per acquisition %s (user %s, sys %s), commands per acquisition %s (script calls %s), wait p99 %s, idle gap p50 %s, client CPU per acquisition %s\n",
+				v.Pool, formatRatio(v.AcquisitionsPerSec), formatRatio(v.RedisCPUPerAcq), formatRatio(v.RedisUserCPUPerAcq),
+				formatRatio(v.RedisSysCPUPerAcq), formatRatio(v.CommandsPerAcq),
 				formatRatio(v.ScriptCallsPerAcq), formatRatio(v.WaitP99), formatRatio(v.IdleGapP50), formatRatio(v.ClientCPUPerAcq))
 		}
 	}
@@ -229,8 +230,9 @@ func writeCost(w io.Writer, rep *report, c costReport) {
 	if !c.RedisKnown {
 		nodes = fmt.Sprintf("summed over the %d of %d nodes that answered", c.RedisNodes, len(c.Nodes))
 	}
-	fmt.Fprintf(w, "cpu       %s: client %s; Redis %s (used_cpu_sys+used_cpu_user, %s)\n",
-		op, client, formatPerOp(c.RedisCPUPerOp), nodes)
+	fmt.Fprintf(w, "cpu       %s: client %s; Redis %s = user %s + sys %s (used_cpu_user, used_cpu_sys, %s)%s\n",
+		op, client, formatPerOp(c.RedisCPUPerOp), formatPerOp(c.RedisUserCPUPerOp), formatPerOp(c.RedisSysCPUPerOp),
+		nodes, formatSwitches("; context switches %.2f per node", c.SwitchesPerOpPerNode))
 	floor := ""
 	if c.FloorExcluded {
 		floor = ", the floor's SET and DEL left out (not from the CPU)"
@@ -238,19 +240,32 @@ func writeCost(w io.Writer, rep *report, c costReport) {
 	fmt.Fprintf(w, "commands  %s and node: %.2f commands, %.2f script calls (EVALSHA+EVAL); from INFO commandstats, the commands scripts run included, the tool's INFO left out%s\n",
 		op, c.CommandsPerOpPerNode, c.ScriptCallsPerOpPerNode, floor)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  node\tcpu/op\tcommands/op\tscripts/op\ttop commands %s\n", op)
+	fmt.Fprintf(tw, "  node\tcpu/op\tuser\tsys\tswitches/op\tcommands/op\tscripts/op\ttop commands %s\n", op)
 	for _, n := range c.Nodes {
 		if !n.Known {
-			fmt.Fprintf(tw, "  %s\t-\t-\t-\t%s\n", n.Addr, n.Error)
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\t-\t-\t%s\n", n.Addr, n.Error)
 			continue
 		}
 		var top []string
 		for _, t := range n.Top {
 			top = append(top, fmt.Sprintf("%s %.2f", t.Command, t.PerOp))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%.2f\t%.2f\t%s\n", n.Addr, formatPerOp(n.CPUPerOp), n.CommandsPerOp, n.ScriptCallsPerOp, strings.Join(top, ", "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\n", n.Addr, formatPerOp(n.CPUPerOp), formatPerOp(n.UserCPUPerOp),
+			formatPerOp(n.SysCPUPerOp), formatSwitches("%.2f", n.SwitchesPerOp), n.CommandsPerOp, n.ScriptCallsPerOp, strings.Join(top, ", "))
 	}
 	tw.Flush()
+}
+
+// formatSwitches prints context switches with format, or "-" (and
+// nothing when format has more than the number) when unknown.
+func formatSwitches(format string, n float64) string {
+	if n < 0 {
+		if format == "%.2f" {
+			return "-"
+		}
+		return ""
+	}
+	return fmt.Sprintf(format, n)
 }
 
 // formatPerOp prints a per-operation time: tenths of µs below 10µs.
