@@ -87,8 +87,10 @@ type pacing struct {
 // next returns how long to sleep after qe, the failures-th refused round
 // in a row, and whether it was a split vote (the key was free but no one
 // got a quorum: the others' releases name the longest waiter, who goes
-// at once). armed says whether releases are heard: without them the call
-// never sleeps past the back-off.
+// at once). A busy round (QuorumError.Busy) sleeps until the holder's
+// keys run out (busyFor); any other failure by the back-off. armed says
+// whether releases are heard: without them the call never sleeps past the
+// back-off.
 func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duration, split bool) {
 	delay := p.retry.delay(failures)
 	d = delay
@@ -100,16 +102,32 @@ func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duratio
 		p.splits++
 		ceiling := min(splitMin<<min(p.splits-1, 16), splitMax)
 		d, split = rand.N(ceiling+1), true
+	case qe.Busy():
+		p.splits = 0
+		if after, ok := busyFor(qe); ok {
+			d = min(after, p.c.refresh()) + rand.N(expiryJitter+1)
+		}
 	default:
 		p.splits = 0
-		if qe.retryKnown {
-			d = min(qe.RetryAfter, p.c.refresh()) + rand.N(expiryJitter+1)
-		}
 	}
 	if !armed {
 		d = min(d, delay)
 	}
 	return d, split
+}
+
+// busyFor is how long until the holder's keys of the busy round qe run
+// out on enough nodes that a quorum could grant: RetryAfter when the
+// refusals alone rule a quorum out; otherwise counting the nodes that
+// were excluded or unreachable as unable to grant, and those not awaited
+// as able. ok is false when it cannot be told (a refusing node did not
+// say how long its key has left).
+func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
+	if qe.retryKnown {
+		return qe.RetryAfter, true
+	}
+	// Each node that cannot grant needs one more refusing key to run out.
+	return retryAfter(qe.Nodes, qe.Quorum+qe.outCount())
 }
 
 // endOfWait is the error of a wait that ended with err after the refused
