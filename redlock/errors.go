@@ -84,7 +84,10 @@ type NodeResult struct {
 // ErrNotAcquired (acquire) or ErrLockLost (extend, unlock) with errors.Is,
 // and also the caller's context error when the context ended the round.
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
-// context.DeadlineExceeded) speaks only of the caller's context.
+// context.DeadlineExceeded) speaks only of the caller's context. When the
+// context ends a waiting call (Lock, Do, LockMulti, Semaphore.Acquire,
+// RWLock), a node that had not answered its last round is listed with its
+// answer to the call's latest round it answered.
 type QuorumError struct {
 	Op       Op            // the round: "acquire", "extend", "unlock", or "fence"
 	Key      string        // the lock key

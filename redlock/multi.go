@@ -183,14 +183,18 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig
 	defer mw.leave()
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
+	p.note(qe.Nodes)
 	for failures := 1; ; failures++ {
-		if l, err = try(); err == nil || asRefusal(err) == nil {
-			return l, refused, err
+		if l, err = try(); err == nil {
+			return l, refused, nil
 		}
-		qe = asRefusal(err)
+		if qe = asRefusal(err); qe == nil {
+			return nil, refused, p.cut(err)
+		}
+		p.note(qe.Nodes)
 		d, _ := p.next(qe, failures, mw.isArmed())
 		if err := mw.sleep(ctx, d); err != nil {
-			return nil, refused, endOfWait(err, qe)
+			return nil, refused, p.end(err, qe)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,12 +77,18 @@ const (
 // expiryJitter spreads the waiters that wake when a key runs out.
 const expiryJitter = time.Millisecond
 
-// pacing is the pause policy of every waiting call (Lock, LockMulti):
-// how long it sleeps after a refused round.
+// pacing is the pause policy of every waiting call (Lock, LockMulti,
+// Semaphore.Acquire, RWLock): how long it sleeps after a refused round.
+// It keeps what the nodes last answered the call, for the error that ends
+// the wait.
 type pacing struct {
 	c      *Client
 	retry  pacer
 	splits int // split votes in a row
+	// last is each node's latest answer in the call's refused rounds (a
+	// node not awaited in any is NodePending with no error); nil before
+	// the first.
+	last []NodeResult
 }
 
 // next returns how long to sleep after qe, the failures-th refused round
@@ -130,10 +137,57 @@ func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
 	return retryAfter(qe.Nodes, qe.Quorum+qe.outCount())
 }
 
-// endOfWait is the error of a wait that ended with err after the refused
-// round qe: qe with the caller's context error as its cause, or
-// pool.ErrClosed joined with qe.
-func endOfWait(err error, qe *QuorumError) error {
+// note records what the nodes answered a refused round of the call.
+func (p *pacing) note(nodes []NodeResult) {
+	if p.last == nil {
+		p.last = slices.Clone(nodes)
+		return
+	}
+	for i, n := range nodes {
+		if answeredIn(n) {
+			p.last[i] = n
+		}
+	}
+}
+
+// cut returns err, the error of a round of the call that was not a
+// refusal; when the caller's context ended that round (a *QuorumError
+// with a Cause), each node that had not answered it is given its latest
+// answer to the call's earlier rounds, so that the error says what the
+// nodes last said, however early the context cut the round.
+func (p *pacing) cut(err error) error {
+	var qe *QuorumError
+	if errors.As(err, &qe) && qe.Cause != nil && qe.Op == OpAcquire {
+		p.fill(qe)
+	}
+	return err
+}
+
+// fill gives each node of qe that had not answered it its latest answer
+// to the call's earlier rounds, if any. qe's nodes are copied first: the
+// round they come from still reads its own.
+func (p *pacing) fill(qe *QuorumError) {
+	if len(qe.Nodes) != len(p.last) {
+		return // no earlier answers
+	}
+	qe.Nodes = slices.Clone(qe.Nodes)
+	for i, n := range qe.Nodes {
+		if !answeredIn(n) {
+			qe.Nodes[i] = p.last[i]
+		}
+	}
+}
+
+// answeredIn reports whether a node's result in a round tells something:
+// anything but not awaited.
+func answeredIn(n NodeResult) bool { return n.Status != NodePending || n.Err != nil }
+
+// end is the error of a wait that ended with err after the refused round
+// qe: qe with the caller's context error as its cause, or pool.ErrClosed
+// joined with qe. The nodes not awaited in qe show what they last
+// answered (cut).
+func (p *pacing) end(err error, qe *QuorumError) error {
+	p.fill(qe)
 	if errors.Is(err, pool.ErrClosed) {
 		return errors.Join(pool.ErrClosed, qe)
 	}
@@ -227,6 +281,7 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 	if first != nil {
 		// The plain round neither queued w nor heard the holder's TTL: once
 		// subscribed, w asks again at once, with the script.
+		w.pace.note(first.nodes)
 		w.ignoreOwn(first)
 		w.listen()
 		if !armed {
@@ -241,8 +296,9 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 		armed := w.c.notify.armed(w.key)
 		l, qe, err := w.round(ctx)
 		if qe == nil {
-			return l, err
+			return l, w.pace.cut(err)
 		}
+		w.pace.note(qe.Nodes)
 		if !armed && !checked {
 			// A release between the refusal and the subscription would go
 			// unheard: once subscribed, ask again at once.
@@ -371,7 +427,7 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 
 // sleep waits after the refused round qe, the failures-th in a row (see
 // pacing), until a release concerns w. It returns the error that ends the
-// wait (endOfWait).
+// wait (pacing.end).
 func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error {
 	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
 	// A release goes to every node at once, but its announcements arrive
@@ -383,7 +439,7 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 	// After a split vote only a release that names w ends the sleep.
 	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
 	if err := w.await(ctx, d, need, split); err != nil {
-		return endOfWait(err, qe)
+		return w.pace.end(err, qe)
 	}
 	return nil
 }
