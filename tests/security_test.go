@@ -295,10 +295,12 @@ func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
 		}
 	}
 	waitingLock := func(t *testing.T, cl *redlock.Client, key string) error {
-		// The deadline may cut a round short, its nodes still pending: the
-		// error shows them as they answered the round before.
+		// Lock sends its first script round once subscribed, within a node
+		// timeout, and the key is free after 200ms. The deadline may cut
+		// a round short, its nodes still pending: the error shows them as
+		// they answered the round before.
 		holdBriefly(t, key)
-		lctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+		lctx, cancel := context.WithTimeout(ctx(t), testNodeTimeout+300*time.Millisecond)
 		defer cancel()
 		_, err := cl.Lock(lctx, key, longTTL, fewRetries)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "Lock waits while a node refuses")
