@@ -133,47 +133,45 @@ const (
 	OpHandoff Op = "handoff" // RoundInfo only: a lock taken by hand-offs
 )
 
-// Busy reports whether an acquisition failed because the lock is taken,
-// as opposed to the nodes failing: the nodes that told the key's state
-// said it is held by another owner (or kept for a waiting Lock), and those
-// refusals decided the round, alone or with nodes that were excluded
-// (ErrNodeRestarted) or unreachable (no reply in time, a connection that
-// failed). It is true when more nodes refused than a quorum can do
-// without, or when no node granted and the refusals, with the excluded
-// and unreachable nodes, were too many for a quorum while those nodes
-// alone were not. Nodes not awaited count for neither; an error reply
-// (a refused permission, a read-only replica) never makes a round busy.
-// See docs/algorithm.md.
+// Busy reports whether an acquisition failed because the key is taken,
+// not because the nodes failed: where the nodes told the key's state, it
+// is held by another owner (or kept for a waiting Lock), and those
+// refusals decided the round, alone (more than N - quorum refused) or,
+// with no node granting, together with nodes excluded by restart safety
+// or unreachable (no reply in time, a failed connection) that alone would
+// not have. Nodes not awaited count for neither; an error reply (a
+// refused permission, a read-only replica) never makes a round busy. The
+// cases are in docs/algorithm.md.
 func (e *QuorumError) Busy() bool {
 	if e.Op != OpAcquire {
 		return false
 	}
 	spare := len(e.Nodes) - e.Quorum // the nodes a quorum can do without
-	refused, out := e.Count(NodeRefused), e.outCount()
+	refused, out := e.Count(NodeRefused), e.unasked()
 	if refused > spare {
 		return true
 	}
 	return refused > 0 && e.Count(NodeOK) == 0 && out <= spare && refused+out > spare
 }
 
-// outCount returns how many nodes the round could not ask: excluded by
+// unasked returns how many nodes the round could not ask: excluded by
 // restart safety, or unreachable.
-func (e *QuorumError) outCount() int {
+func (e *QuorumError) unasked() int {
 	n := 0
 	for _, r := range e.Nodes {
-		if r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && out(r.Err) {
+		if r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err) {
 			n++
 		}
 	}
 	return n
 }
 
-// out reports whether a node's command failed with err without reaching
-// the node's judgement of the key: restart safety does not count the node,
-// or the node could not be reached (never sent, no reply in time, a
+// notAsked reports whether a node's command failed with err before the
+// node could judge the key: restart safety does not count the node, or
+// the node could not be reached (never sent, no reply in time, a
 // connection refused or broken). An error reply, or a reply that could
 // not be read, is an answer.
-func out(err error) bool {
+func notAsked(err error) bool {
 	switch {
 	case errors.Is(err, ErrNodeRestarted), errors.Is(err, errUnchecked):
 		return true

@@ -134,7 +134,7 @@ func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
 		return qe.RetryAfter, true
 	}
 	// Each node that cannot grant needs one more refusing key to run out.
-	return retryAfter(qe.Nodes, qe.Quorum+qe.outCount())
+	return retryAfter(qe.Nodes, qe.Quorum+qe.unasked())
 }
 
 // note records what the nodes answered a refused round of the call.
