@@ -86,8 +86,8 @@ type NodeResult struct {
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
 // context.DeadlineExceeded) speaks only of the caller's context. When the
 // context ends a waiting call (Lock, Do, LockMulti, Semaphore.Acquire,
-// RWLock), a node that had not answered its last round is listed with its
-// answer to the call's latest round it answered.
+// RWLock), the error is the call's latest refused round, not a round the
+// context cut before its nodes answered.
 type QuorumError struct {
 	Op       Op            // the round: "acquire", "extend", "unlock", or "fence"
 	Key      string        // the lock key

@@ -183,7 +183,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig
 	defer mw.leave()
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
-	p.note(qe.Nodes)
+	p.note(qe)
 	for failures := 1; ; failures++ {
 		if l, err = try(); err == nil {
 			return l, refused, nil
@@ -191,7 +191,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, cfg lockConfig
 		if qe = asRefusal(err); qe == nil {
 			return nil, refused, p.cut(err)
 		}
-		p.note(qe.Nodes)
+		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
 		if err := mw.sleep(ctx, d); err != nil {
 			return nil, refused, p.end(err, qe)

@@ -73,9 +73,9 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 }
 
 // A waiting call whose context ends while its latest round has no answer
-// yet reports what each node answered last, here an error reply that
-// names the command the user may not run: the context cut only the
-// round, not what the nodes said before it.
+// yet reports the round before, which the nodes answered with an error
+// reply that names the command the user may not run: the context cut
+// only the round, not what the nodes said before it.
 func TestWaiting_aRoundCutByTheContextKeepsWhatTheNodesLastAnswered(t *testing.T) {
 	const denied = "NOPERM this user has no permissions to run the 'hget' command"
 	for _, tc := range []struct {
@@ -118,8 +118,7 @@ func TestWaiting_aRoundCutByTheContextKeepsWhatTheNodesLastAnswered(t *testing.T
 			err := <-done
 			require.ErrorIs(t, err, ErrNotAcquired)
 			require.ErrorIs(t, err, context.Canceled)
-			// The earlier rounds were decided by the first three errors:
-			// a node may not have been awaited in any of them.
+			// The round before was decided by its first three errors.
 			qe := quorumError(t, err)
 			require.Greater(t, qe.Count(NodeFailed), len(nodes)-qe.Quorum, "%v", err)
 			for i, n := range qe.Nodes {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/bits"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -43,6 +42,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return l, err
 		}
 	}
+	refusal := asRefusal(err)
 	w, err := c.newWaiter(key, ttl, cfg, since)
 	if err != nil {
 		c.acquired(key, since, time.Time{}, nil, err)
@@ -50,6 +50,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	if first != nil {
 		w.refused = c.cfg.clock.Now()
+		w.pace.note(refusal)
 	}
 	l, err := w.lock(ctx, first, armed)
 	c.acquired(key, since, w.refused, l, err)
@@ -79,16 +80,13 @@ const expiryJitter = time.Millisecond
 
 // pacing is the pause policy of every waiting call (Lock, LockMulti,
 // Semaphore.Acquire, RWLock): how long it sleeps after a refused round.
-// It keeps what the nodes last answered the call, for the error that ends
-// the wait.
+// It keeps the call's latest refused round, for the error that ends the
+// wait.
 type pacing struct {
 	c      *Client
 	retry  pacer
-	splits int // split votes in a row
-	// last is each node's latest answer in the call's refused rounds (a
-	// node not awaited in any is NodePending with no error); nil before
-	// the first.
-	last []NodeResult
+	splits int          // split votes in a row
+	last   *QuorumError // the call's latest refused round; nil before the first
 }
 
 // next returns how long to sleep after qe, the failures-th refused round
@@ -137,62 +135,32 @@ func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
 	return retryAfter(qe.Nodes, qe.Quorum+qe.unasked())
 }
 
-// note records what the nodes answered a refused round of the call.
-func (p *pacing) note(nodes []NodeResult) {
-	if p.last == nil {
-		p.last = slices.Clone(nodes)
-		return
-	}
-	for i, n := range nodes {
-		if answeredIn(n) {
-			p.last[i] = n
-		}
-	}
-}
+// note records qe, the call's latest refused round.
+func (p *pacing) note(qe *QuorumError) { p.last = qe }
 
 // cut returns err, the error of a round of the call that was not a
-// refusal; when the caller's context ended that round (a *QuorumError
-// with a Cause), each node that had not answered it is given its latest
-// answer to the call's earlier rounds, so that the error says what the
-// nodes last said, however early the context cut the round.
+// refusal. When the caller's context ended that round before it was
+// decided (a *QuorumError with a Cause), the error is the call's latest
+// refused round instead, with the context's error as its cause: what the
+// nodes last answered, however early the context cut the round.
 func (p *pacing) cut(err error) error {
-	var qe *QuorumError
-	if errors.As(err, &qe) && qe.Cause != nil && qe.Op == OpAcquire {
-		p.fill(qe)
+	qe, ok := err.(*QuorumError)
+	if !ok || qe.Cause == nil || qe.Op != OpAcquire || p.last == nil {
+		return err
 	}
-	return err
+	return p.end(qe.Cause, p.last)
 }
-
-// fill gives each node of qe that had not answered it its latest answer
-// to the call's earlier rounds, if any. qe's nodes are copied first: the
-// round they come from still reads its own.
-func (p *pacing) fill(qe *QuorumError) {
-	if len(qe.Nodes) != len(p.last) {
-		return // no earlier answers
-	}
-	qe.Nodes = slices.Clone(qe.Nodes)
-	for i, n := range qe.Nodes {
-		if !answeredIn(n) {
-			qe.Nodes[i] = p.last[i]
-		}
-	}
-}
-
-// answeredIn reports whether a node's result in a round tells something:
-// anything but not awaited.
-func answeredIn(n NodeResult) bool { return n.Status != NodePending || n.Err != nil }
 
 // end is the error of a wait that ended with err after the refused round
 // qe: qe with the caller's context error as its cause, or pool.ErrClosed
-// joined with qe. The nodes not awaited in qe show what they last
-// answered (cut).
+// joined with qe.
 func (p *pacing) end(err error, qe *QuorumError) error {
-	p.fill(qe)
 	if errors.Is(err, pool.ErrClosed) {
 		return errors.Join(pool.ErrClosed, qe)
 	}
-	qe.Cause = err
-	return qe
+	e := *qe
+	e.Cause = err
+	return &e
 }
 
 // waiter is one Lock call that waits for its key: its place in the
@@ -281,7 +249,6 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 	if first != nil {
 		// The plain round neither queued w nor heard the holder's TTL: once
 		// subscribed, w asks again at once, with the script.
-		w.pace.note(first.nodes)
 		w.ignoreOwn(first)
 		w.listen()
 		if !armed {
@@ -298,7 +265,7 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 		if qe == nil {
 			return l, w.pace.cut(err)
 		}
-		w.pace.note(qe.Nodes)
+		w.pace.note(qe)
 		if !armed && !checked {
 			// A release between the refusal and the subscription would go
 			// unheard: once subscribed, ask again at once.
