@@ -168,16 +168,17 @@ func (e *QuorumError) unasked() int {
 
 // notAsked reports whether a node's command failed with err before the
 // node could judge the key: restart safety does not count the node, or
-// the node could not be reached (never sent, no reply in time, a
-// connection refused or broken). An error reply, or a reply that could
-// not be read, is an answer.
+// the node could not be reached (no reply in time, a connection refused
+// or broken, now or at its last dial). An error reply, a reply that could
+// not be read, or a failed handshake is an answer: the node is there, but
+// not as configured.
 func notAsked(err error) bool {
 	switch {
 	case errors.Is(err, ErrNodeRestarted), errors.Is(err, errUnchecked):
 		return true
 	case replied(err):
 		return false
-	case !maySent(err), errors.Is(err, errNoReply), errors.Is(err, context.DeadlineExceeded),
+	case errors.Is(err, errNoReply), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return true

@@ -21,7 +21,8 @@ var (
 	nTimedOut    = NodeResult{Status: NodePending, Err: errNoReply}
 	nRestarted   = NodeResult{Status: NodeFailed, Err: &restartedError{left: time.Minute, why: "a new run id"}}
 	nUnchecked   = NodeResult{Status: NodeFailed, Err: &uncheckedError{&pool.NodeError{Op: "EVALSHA", Err: pool.ReplyError("NOPERM no INFO")}}}
-	nRefusedDial = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "dial", Err: errors.New("connection refused")}}
+	nRefusedDial = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "dial", Err: fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)}}
+	nDownGarbled = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "dial", Err: errors.New("node down: unexpected response line")}}
 	nReset       = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "SET", Err: fmt.Errorf("read: %w", syscall.ECONNRESET)}}
 	nNoPerm      = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "EVALSHA", Err: pool.ReplyError("NOPERM this user has no permissions to run the 'hget' command")}}
 	nGarbled     = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "SET", Err: errors.New("unexpected response line")}}
@@ -49,6 +50,7 @@ func TestQuorumError_BusyIsTheKeyHeldWhereKnownDecidingTheRound(t *testing.T) {
 		{"a node granted: a split", []NodeResult{nGranted, nRestarted, nNotAwaited, nHeld, nHeld}, false},
 		{"an error reply was needed", []NodeResult{nNoPerm, nNotAwaited, nNotAwaited, nHeld, nHeld}, false},
 		{"a reply that could not be read was needed", []NodeResult{nGarbled, nNotAwaited, nNotAwaited, nHeld, nHeld}, false},
+		{"a node down after a reply that could not be read", []NodeResult{nDownGarbled, nNotAwaited, nNotAwaited, nHeld, nHeld}, false},
 		{"cut by the context before a decision", []NodeResult{nHeld, nHeld, nNotAwaited, nNotAwaited, nNotAwaited}, false},
 		{"no refusal", []NodeResult{nNoPerm, nNoPerm, nNoPerm, nNotAwaited, nNotAwaited}, false},
 	} {

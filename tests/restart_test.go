@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -116,12 +117,17 @@ func TestRestartSafety_aKeyHeldWhereTheNodesAnswerIsBusyWithARestartedNodeExclud
 	}, 5*time.Second, 10*time.Millisecond, "every node is marked as counted")
 	restartEmpty(t, e, 0)
 
+	// The held-back requests wait well past the round's decision (which
+	// takes a few milliseconds, and has taken over a second on a loaded
+	// machine), within the pools' I/O timeout and the node timeout.
+	const heldBack = 4 * time.Second
 	addrs := slices.Clone(e.addrs)
 	for _, i := range []int{1, 2} {
-		addrs[i] = startProxy(t, e.addrs[i], 2*time.Second).Addr()
+		addrs[i] = startProxy(t, e.addrs[i], heldBack).Addr()
 	}
-	b := newClient(t, newPools(t, addrs), redlock.WithRestartSafety(maxTTL), redlock.WithNodeTimeout(5*time.Second))
-	_, err = b.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
+	b := newClient(t, newPools(t, addrs, pool.WithIOTimeout(2*heldBack)),
+		redlock.WithRestartSafety(maxTTL), redlock.WithNodeTimeout(2*heldBack))
+	_, err = b.TryLock(ctxT(t, 20*time.Second), key, maxTTL)
 	qe := asQuorumError(t, err)
 	require.Equal(t, redlock.NodeFailed, qe.Nodes[0].Status, statuses(qe))
 	require.ErrorIs(t, qe.Nodes[0].Err, redlock.ErrNodeRestarted)
