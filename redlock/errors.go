@@ -1,9 +1,14 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/quorumlock/redlock/pool"
@@ -92,7 +97,10 @@ type NodeResult struct {
 // ErrNotAcquired (acquire) or ErrLockLost (extend, unlock) with errors.Is,
 // and also the caller's context error when the context ended the round.
 // Node errors are listed in Nodes but are not in the chain, so errors.Is(err,
-// context.DeadlineExceeded) speaks only of the caller's context.
+// context.DeadlineExceeded) speaks only of the caller's context. When the
+// context ends a waiting call (Lock, Do, LockMulti, Semaphore.Acquire,
+// RWLock), the error is the call's latest refused round, not a round the
+// context cut before its nodes answered.
 type QuorumError struct {
 	Op       Op            // the round: "acquire", "extend", "unlock", or "fence"
 	Key      string        // the lock key
@@ -138,11 +146,58 @@ const (
 	OpHandoff Op = "handoff" // RoundInfo only: a lock taken by hand-offs
 )
 
-// Busy reports whether the lock is held by another owner on enough nodes
-// that no quorum was possible: the lock is taken, as opposed to the nodes
-// being unreachable.
+// Busy reports whether an acquisition failed because the key is taken,
+// not because the nodes failed: where the nodes told the key's state, it
+// is held by another owner (or kept for a waiting Lock), and those
+// refusals decided the round, alone (more than N - quorum refused) or,
+// with no node granting, together with nodes excluded by restart safety
+// or unreachable (no reply in time, a failed connection) that alone would
+// not have. Nodes not awaited count for neither; an error reply (a
+// refused permission, a read-only replica) never makes a round busy. The
+// cases are in docs/algorithm.md.
 func (e *QuorumError) Busy() bool {
-	return e.Op == OpAcquire && e.Count(NodeRefused) > len(e.Nodes)-e.Quorum
+	if e.Op != OpAcquire {
+		return false
+	}
+	spare := len(e.Nodes) - e.Quorum // the nodes a quorum can do without
+	refused, out := e.Count(NodeRefused), e.unasked()
+	if refused > spare {
+		return true
+	}
+	return refused > 0 && e.Count(NodeOK) == 0 && out <= spare && refused+out > spare
+}
+
+// unasked returns how many nodes the round could not ask: excluded by
+// restart safety, or unreachable.
+func (e *QuorumError) unasked() int {
+	n := 0
+	for _, r := range e.Nodes {
+		if r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err) {
+			n++
+		}
+	}
+	return n
+}
+
+// notAsked reports whether a node's command failed with err before the
+// node could judge the key: restart safety does not count the node, or
+// the node could not be reached (no reply in time, a connection refused
+// or broken, now or at its last dial). An error reply, a reply that could
+// not be read, or a failed handshake is an answer: the node is there, but
+// not as configured.
+func notAsked(err error) bool {
+	switch {
+	case errors.Is(err, ErrNodeRestarted), errors.Is(err, errUnchecked):
+		return true
+	case replied(err):
+		return false
+	case errors.Is(err, errNoReply), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Error lists the outcome on every node. It never contains the token.

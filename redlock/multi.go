@@ -185,14 +185,18 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 	defer mw.leave()
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
+	p.note(qe)
 	for failures := 1; ; failures++ {
-		if l, err = try(); err == nil || asRefusal(err) == nil {
-			return l, refused, err
+		if l, err = try(); err == nil {
+			return l, refused, nil
 		}
-		qe = asRefusal(err)
+		if qe = asRefusal(err); qe == nil {
+			return nil, refused, p.cut(err)
+		}
+		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
 		if err := mw.sleep(ctx, d); err != nil {
-			return nil, refused, endOfWait(err, qe)
+			return nil, refused, p.end(err, qe)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,5 +69,64 @@ func TestLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	require.Equal(t, callRelease, calls[len(calls)-1], "node 0: %v", calls)
 	for i, n := range nodes {
 		require.Zero(t, n.zcard(wire.WaitersKey("k")), "node %d still queues the call", i)
+	}
+}
+
+// A waiting call whose context ends while its latest round has no answer
+// yet reports the round before, which the nodes answered with an error
+// reply that names the command the user may not run: the context cut
+// only the round, not what the nodes said before it.
+func TestWaiting_aRoundCutByTheContextKeepsWhatTheNodesLastAnswered(t *testing.T) {
+	const denied = "NOPERM this user has no permissions to run the 'hget' command"
+	for _, tc := range []struct {
+		name string
+		kind string // the acquisition's call kind
+		lock func(c *Client, ctx context.Context) error
+	}{
+		{"Lock", callSet, func(c *Client, ctx context.Context) error {
+			_, err := c.Lock(ctx, "k", ttl)
+			return err
+		}},
+		{"LockMulti", callMulti, func(c *Client, ctx context.Context) error {
+			_, err := c.LockMulti(ctx, []string{"k1", "k2"}, ttl)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := make(signalRetry, 1) // 100ms between rounds
+			c, nodes, clk := newFakeClient(t, 5, withPacer(asked))
+			for _, n := range nodes {
+				n.failWith(pool.ReplyError(denied), tc.kind)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- tc.lock(c, ctx) }()
+			require.Equal(t, 1, <-asked)            // two rounds answered with the error
+			require.True(t, clk.WaitTimers(1, nil)) // the call sleeps
+			for i, n := range nodes {
+				// Every node has answered both rounds (some after their
+				// round was decided), and answers no later one.
+				require.Eventually(t, func() bool { return n.count(tc.kind) == 2 }, 10*time.Second, time.Millisecond, "node %d", i)
+				n.hold(tc.kind)
+			}
+			clk.Advance(100 * time.Millisecond)
+			for i, n := range nodes {
+				require.Eventually(t, func() bool { return n.parkedCount() == 1 }, 10*time.Second, time.Millisecond, "node %d", i)
+			}
+			cancel()
+			err := <-done
+			require.ErrorIs(t, err, ErrNotAcquired)
+			require.ErrorIs(t, err, context.Canceled)
+			// The round before was decided by its first three errors.
+			qe := quorumError(t, err)
+			require.Greater(t, qe.Count(NodeFailed), len(nodes)-qe.Quorum, "%v", err)
+			for i, n := range qe.Nodes {
+				require.Equal(t, nodes[i].addr, n.Addr)
+				if n.Status == NodeFailed {
+					require.ErrorContains(t, n.Err, "'hget'", "node %d", i)
+				}
+			}
+		})
 	}
 }

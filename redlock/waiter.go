@@ -42,6 +42,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			return l, err
 		}
 	}
+	refusal := asRefusal(err)
 	w, err := c.newWaiter(key, ttl, cfg, since)
 	if err != nil {
 		c.acquired(key, since, time.Time{}, nil, err)
@@ -49,6 +50,7 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	if first != nil {
 		w.refused = c.cfg.clock.Now()
+		w.pace.note(refusal)
 	}
 	l, err := w.lock(ctx, first, armed)
 	c.acquired(key, since, w.refused, l, err)
@@ -76,19 +78,24 @@ const (
 // expiryJitter spreads the waiters that wake when a key runs out.
 const expiryJitter = time.Millisecond
 
-// pacing is the pause policy of every waiting call (Lock, LockMulti):
-// how long it sleeps after a refused round.
+// pacing is the pause policy of every waiting call (Lock, LockMulti,
+// Semaphore.Acquire, RWLock): how long it sleeps after a refused round.
+// It keeps the call's latest refused round, for the error that ends the
+// wait.
 type pacing struct {
 	c      *Client
 	retry  pacer
-	splits int // split votes in a row
+	splits int          // split votes in a row
+	last   *QuorumError // the call's latest refused round; nil before the first
 }
 
 // next returns how long to sleep after qe, the failures-th refused round
 // in a row, and whether it was a split vote (the key was free but no one
 // got a quorum: the others' releases name the longest waiter, who goes
-// at once). armed says whether releases are heard: without them the call
-// never sleeps past the back-off.
+// at once). A busy round (QuorumError.Busy) sleeps until the holder's
+// keys run out (busyFor); any other failure by the back-off. armed says
+// whether releases are heard: without them the call never sleeps past the
+// back-off.
 func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duration, split bool) {
 	delay := p.retry.delay(failures)
 	d = delay
@@ -100,11 +107,13 @@ func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duratio
 		p.splits++
 		ceiling := min(splitMin<<min(p.splits-1, 16), splitMax)
 		d, split = rand.N(ceiling+1), true
+	case qe.Busy():
+		p.splits = 0
+		if after, ok := busyFor(qe); ok {
+			d = min(after, p.c.refresh()) + rand.N(expiryJitter+1)
+		}
 	default:
 		p.splits = 0
-		if qe.retryKnown {
-			d = min(qe.RetryAfter, p.c.refresh()) + rand.N(expiryJitter+1)
-		}
 	}
 	if !armed {
 		d = min(d, delay)
@@ -112,15 +121,46 @@ func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duratio
 	return d, split
 }
 
-// endOfWait is the error of a wait that ended with err after the refused
-// round qe: qe with the caller's context error as its cause, or
-// pool.ErrClosed joined with qe.
-func endOfWait(err error, qe *QuorumError) error {
+// busyFor is how long until the holder's keys of the busy round qe run
+// out on enough nodes that a quorum could grant: RetryAfter when the
+// refusals alone rule a quorum out; otherwise counting the nodes that
+// were excluded or unreachable as unable to grant, and those not awaited
+// as able. ok is false when it cannot be told (a refusing node did not
+// say how long its key has left).
+func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
+	if qe.retryKnown {
+		return qe.RetryAfter, true
+	}
+	// Each node that cannot grant needs one more refusing key to run out.
+	return retryAfter(qe.Nodes, qe.Quorum+qe.unasked())
+}
+
+// note records qe, the call's latest refused round.
+func (p *pacing) note(qe *QuorumError) { p.last = qe }
+
+// cut returns err, the error of a round of the call that was not a
+// refusal. When the caller's context ended that round before it was
+// decided (a *QuorumError with a Cause), the error is the call's latest
+// refused round instead, with the context's error as its cause: what the
+// nodes last answered, however early the context cut the round.
+func (p *pacing) cut(err error) error {
+	qe, ok := err.(*QuorumError)
+	if !ok || qe.Cause == nil || qe.Op != OpAcquire || p.last == nil {
+		return err
+	}
+	return p.end(qe.Cause, p.last)
+}
+
+// end is the error of a wait that ended with err after the refused round
+// qe: qe with the caller's context error as its cause, or pool.ErrClosed
+// joined with qe.
+func (p *pacing) end(err error, qe *QuorumError) error {
 	if errors.Is(err, pool.ErrClosed) {
 		return errors.Join(pool.ErrClosed, qe)
 	}
-	qe.Cause = err
-	return qe
+	e := *qe
+	e.Cause = err
+	return &e
 }
 
 // waiter is one Lock call that waits for its key: its place in the
@@ -223,8 +263,9 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 		armed := w.c.notify.armed(w.key)
 		l, qe, err := w.round(ctx)
 		if qe == nil {
-			return l, err
+			return l, w.pace.cut(err)
 		}
+		w.pace.note(qe)
 		if !armed && !checked {
 			// A release between the refusal and the subscription would go
 			// unheard: once subscribed, ask again at once.
@@ -356,7 +397,7 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 
 // sleep waits after the refused round qe, the failures-th in a row (see
 // pacing), until a release concerns w. It returns the error that ends the
-// wait (endOfWait).
+// wait (pacing.end).
 func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error {
 	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
 	// A release goes to every node at once, but its announcements arrive
@@ -368,7 +409,7 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 	// After a split vote only a release that names w ends the sleep.
 	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
 	if err := w.await(ctx, d, need, split); err != nil {
-		return endOfWait(err, qe)
+		return w.pace.end(err, qe)
 	}
 	return nil
 }
