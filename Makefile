@@ -8,7 +8,7 @@ MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || 
 # staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest
+.PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest script-cost
 
 test: fmt vet lint
 	@for m in $(MODULES); do \
@@ -28,6 +28,12 @@ lint:
 
 bench:
 	$(GO) run ./cmd/redlock-bench
+
+# Instructions a node runs per acquisition of a hot key, the library's
+# queue against a polling lock, counted by valgrind (docs/benchmarks.md,
+# "Where the floor is"): repeatable on a busy machine.
+script-cost:
+	bash internal/scriptcost/callgrind.sh
 
 # Builds and vets each nested module outside the workspace (GOWORK=off),
 # against the versions of the core (and of the other nested modules) that
