@@ -8,7 +8,7 @@ MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || 
 # staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest script-cost
+.PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest test-valkey script-cost
 
 test: fmt vet lint
 	@for m in $(MODULES); do \
@@ -52,6 +52,30 @@ test-adapters-minimum:
 	GO=$(GO) $(GO) run ./internal/modcheck -modules $(ADAPTERS) -test
 test-adapters-newest:
 	GO=$(GO) $(GO) run ./internal/modcheck -modules $(ADAPTERS) -test -latest $(ADAPTER_CLIENTS)
+
+# The integration suites (tests/, pool/ and the adapters') on Valkey 8
+# instead of Redis: the redis-server and redis-cli that the test harness
+# starts are taken from VALKEY_DIR (a Valkey build in which they are links
+# to valkey-server and valkey-cli; relative paths are from the repository's
+# root). Without one there, it says so and succeeds. VALKEY_TESTFLAGS=
+# runs them without the race detector (.ci/run does: make test races the
+# same tests on Redis). docs/operations.md lists the servers supported.
+VALKEY_DIR ?= ../shared/valkey
+VALKEY_TESTFLAGS ?= -race
+VALKEY_SUITES := .:./tests/,./pool/ pool/goredis:./... pool/rueidispool:./...
+test-valkey:
+	@dir=$$(cd "$(VALKEY_DIR)" 2>/dev/null && pwd); \
+	if [ -z "$$dir" ] || [ ! -x "$$dir/redis-server" ]; then \
+		echo "test-valkey skipped: no Valkey at $(VALKEY_DIR)"; exit 0; \
+	fi; \
+	PATH="$$dir:$$PATH"; export PATH; \
+	v=$$(redis-server --version) || exit 1; echo "$$v"; \
+	case "$$v" in Valkey*) ;; *) echo "$$dir/redis-server is not Valkey"; exit 1;; esac; \
+	for s in $(VALKEY_SUITES); do \
+		m=$${s%%:*}; pkgs=$$(echo $${s#*:} | tr , ' '); \
+		echo "== go test (Valkey) $$m $$pkgs"; \
+		(cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test $(VALKEY_TESTFLAGS) -count=1 -timeout 10m $$pkgs) || exit 1; \
+	done
 
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by

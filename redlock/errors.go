@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -312,3 +315,119 @@ func replied(err error) bool {
 	var re pool.ReplyError
 	return errors.As(err, &re)
 }
+
+// Permission refusals. A node refuses a command, a key or a channel that
+// the user's ACL rules leave out, and the servers word it in two ways:
+//
+//	sent by the client
+//	  Redis 7.0: NOPERM this user has no permissions to run the 'del' command
+//	             NOPERM this user has no permissions to access one of the keys used as arguments
+//	  Valkey 8:  NOPERM User locker has no permissions to run the 'del' command
+//	             NOPERM No permissions to access a key
+//	called by a script
+//	  Redis 7.0: ERR The user executing the script can't run this command or subcommand script: <sha1>, on @user_script:<line>.
+//	             ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: ...
+//	  Valkey 8:  ERR ACL failure in script: User locker has no permissions to run the 'del' command script: <sha1>, on @user_script:<line>.
+//	             ERR ACL failure in script: No permissions to access a key script: ...
+//
+// (channels as keys: "... one of the channels ...", "can't publish to the
+// channel ...", "a channel"). asDenial reads them all; explainDenied turns
+// them into one error, the same whichever server refused.
+
+var (
+	deniedScriptRE = regexp.MustCompile(`^ERR (The user executing the script can't|ACL failure in script: )`)
+	deniedCmdRE    = regexp.MustCompile(`(?i)no permissions to run the '([^']+)' command|can't run this command`)
+	deniedWhereRE  = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
+	deniedKeyRE    = regexp.MustCompile(`(?i)\bkeys?\b`)
+	deniedChanRE   = regexp.MustCompile(`(?i)\bchannels?\b`)
+)
+
+// denial is what a node's refusal for lack of permission says.
+type denial struct {
+	object string // what the rules leave out: "command", "key" or "channel"
+	cmd    string // the refused command in upper case ("GET", "CONFIG|GET"); "" when the node does not say
+	script bool   // a script called the command
+}
+
+// asDenial reads a node's error reply msg as a refusal for lack of
+// permission; ok is false for any other reply. A command refused inside
+// one of the scripts is named from the script's line (wire.Called), which
+// every server reports, Redis 7.0 without the command's name.
+func asDenial(msg string) (d denial, ok bool) {
+	d.script = deniedScriptRE.MatchString(msg)
+	if !d.script && !strings.HasPrefix(msg, "NOPERM ") {
+		return denial{}, false
+	}
+	switch m := deniedCmdRE.FindStringSubmatch(msg); {
+	case m != nil:
+		d.object, d.cmd = "command", strings.ToUpper(m[1])
+	case deniedKeyRE.MatchString(msg):
+		d.object = "key"
+	case deniedChanRE.MatchString(msg):
+		d.object = "channel"
+	default:
+		return denial{}, false
+	}
+	if m := deniedWhereRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[2])
+		if c, ok := wire.Called(m[1], n); ok {
+			d.cmd = c
+		}
+	}
+	return d, true
+}
+
+// explainDenied returns err as a *deniedError, in the same *pool.NodeError
+// when there is one, when err is a node's refusal for lack of permission;
+// err otherwise.
+func explainDenied(err error) error {
+	var re pool.ReplyError
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	d, ok := asDenial(string(re))
+	if !ok {
+		return err
+	}
+	de := &deniedError{denial: d, cause: re}
+	var ne *pool.NodeError
+	if errors.As(err, &ne) {
+		return &pool.NodeError{Addr: ne.Addr, Op: ne.Op, Err: de}
+	}
+	return de
+}
+
+// deniedError is a node's refusal of a command, a key or a channel for
+// lack of permission, worded alike for every server; the node's own
+// reply follows and stays in the chain.
+type deniedError struct {
+	denial
+	cause pool.ReplyError
+}
+
+func (e *deniedError) Error() string {
+	var b strings.Builder
+	b.WriteString("NOPERM: ")
+	cmd := e.cmd
+	if cmd == "" {
+		cmd = "a command"
+	}
+	switch e.object {
+	case "command":
+		b.WriteString("the user may not run " + cmd)
+	default:
+		b.WriteString("a " + e.object)
+		if e.cmd != "" {
+			b.WriteString(" of " + e.cmd)
+		}
+		b.WriteString(" is outside the user's " + e.object + " patterns")
+	}
+	b.WriteString(" (")
+	if e.script {
+		b.WriteString("called by the script; ")
+	}
+	b.WriteString("docs/operations.md lists the ACL): " + string(e.cause))
+	return b.String()
+}
+
+func (e *deniedError) Unwrap() error { return e.cause }

@@ -330,7 +330,7 @@ func (n *notifier) run(s *subNode) {
 			if errors.As(err, &ne) && ne.Replied() {
 				// A refused SUBSCRIBE or PING (a missing permission):
 				// waiting Lock calls fall back to their back-off (WithRetry).
-				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the back-off (WithRetry)", err)
+				n.c.warnNode(n.c.pools[s.i].Addr(), "node refused a release subscription: waiting falls back to the back-off (WithRetry)", explainDenied(err))
 			}
 			if n.ctx.Err() != nil {
 				return
