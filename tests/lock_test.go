@@ -414,6 +414,7 @@ func releaseFreeHash(t *testing.T) string {
 	t.Helper()
 	return wire.ReleaseFree.Hash()
 }
+
 // A lock that Lock got after waiting, extending itself: the extender
 // starts only once the lock has what the waiting call knows of it (under
 // -race this failed: the extender read the lock's rounds while the call
