@@ -164,6 +164,9 @@ func (n *testNode) call(ctx context.Context, script *pool.Script, cmd string, ar
 	n.mu.Unlock()
 	if fail != nil {
 		n.record(kind, "")
+		if ne, ok := fail.(*pool.NodeError); ok {
+			return nil, ne // as given: a command the pool never sent says so (Op "dial")
+		}
 		return nil, &pool.NodeError{Addr: n.addr, Op: opName(script, cmd), Err: fail}
 	}
 	if ahead {
@@ -268,7 +271,8 @@ func (n *testNode) openAll() {
 }
 
 // failWith makes later calls (of the given kind, or all) fail with err
-// without reaching the server; nil makes them work again.
+// without reaching the server (a *pool.NodeError as it is, others wrapped
+// in one that names the command); nil makes them work again.
 func (n *testNode) failWith(err error, kind ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

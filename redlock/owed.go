@@ -106,23 +106,33 @@ func owes(status NodeStatus, err error, choice, keep int) bool {
 	return false
 }
 
-// releaseUnanswered goes on releasing, in the background, the nodes whose
-// release in round r (an Unlock) failed without an answer, for at most
-// bound: their key would otherwise stay for its TTL.
+// releaseUnanswered goes on releasing, in the background, the nodes of
+// release round r (an Unlock) that did not answer it, for at most bound:
+// their key would otherwise stay for its TTL. A release that may not have
+// been sent (no connection) is owed as much as one that timed out: the
+// node still holds the key. The nodes not awaited by the decision are
+// looked at when they answer or fail (round.oweLate).
 func (c *Client) releaseUnanswered(ctx context.Context, r *round, bound time.Duration) {
-	var owed []int
+	r.oweLate(ctx, bound)
 	for i, n := range r.nodes {
-		if n.Status == NodeFailed && maySent(n.Err) && !answered(n.Err) {
-			owed = append(owed, i)
-		}
+		c.oweUnanswered(r, outcome{i: i, status: n.Status, err: n.Err}, false)
 	}
-	if len(owed) == 0 {
+}
+
+// oweUnanswered releases node o.i again in the background, as round r
+// did, when o says it failed without an answer, for at most r.lateBound.
+// held says whether the caller is counted background work (a late reply).
+func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
+	if o.status != NodeFailed || answered(o.err) {
 		return
 	}
-	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: r.req.script, args: r.req.args, until: c.cfg.clock.Now().Add(bound)}
-	for _, i := range owed {
-		c.bg.goTracked(func() { d.settle(i, true, nil) })
+	d := &debt{c: c, ctx: context.WithoutCancel(r.lateCtx), script: r.req.script, args: r.req.args,
+		until: c.cfg.clock.Now().Add(r.lateBound)}
+	if held {
+		c.bg.goHeld(func() { d.settle(o.i, true, nil) })
+		return
 	}
+	c.bg.goTracked(func() { d.settle(o.i, true, nil) })
 }
 
 // start sends one release attempt to node i; its result arrives on the

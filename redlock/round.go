@@ -90,6 +90,14 @@ type round struct {
 	smu     sync.Mutex
 	settled chan struct{} // made by await; closed when every node has replied
 
+	// lmu orders the late replies of a release round with oweLate: a
+	// reply filed before it lands on late, one filed after is looked at
+	// at once (lateCtx and lateBound are the release's, for what it owes).
+	lmu       sync.Mutex
+	lateOwe   bool
+	lateCtx   context.Context
+	lateBound time.Duration
+
 	nodeBuf [inlineNodes]NodeResult
 	callBuf [inlineNodes]nodeCall
 }
@@ -144,9 +152,41 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	if r.c.observing() {
 		nc.out.after = r.c.cfg.clock.Now().Sub(r.start)
 	}
-	r.late <- nc.i
+	r.lmu.Lock()
+	owe := r.lateOwe
+	if !owe {
+		r.late <- nc.i
+	}
+	r.lmu.Unlock()
+	if owe {
+		r.c.oweUnanswered(r, nc.out, true) // still counted in c.bg: it may start background work
+	}
 	r.replied()
 	r.c.bg.replied()
+}
+
+// oweLate makes the replies of the decided release round r that come
+// after its decision, those already in included, owe the release when
+// they failed without an answer (Client.oweUnanswered), for at most
+// bound. It takes the place of next, with no goroutine of its own.
+func (r *round) oweLate(ctx context.Context, bound time.Duration) {
+	var buf [inlineNodes]outcome
+	in := buf[:0]
+	r.lmu.Lock()
+	r.lateOwe, r.lateCtx, r.lateBound = true, ctx, bound
+	for ; r.pending > 0; r.pending-- {
+		select {
+		case i := <-r.late:
+			in = append(in, r.calls[i].out)
+			continue
+		default:
+		}
+		break
+	}
+	r.lmu.Unlock()
+	for _, o := range in {
+		r.c.oweUnanswered(r, o, false)
+	}
 }
 
 // replied counts a reply; with the last one the round has settled.
