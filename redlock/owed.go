@@ -135,6 +135,35 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 	c.bg.goTracked(func() { d.settle(o.i, true, nil) })
 }
 
+// owe sends the release to node i now, and when that attempt fails
+// without the node's answer, settles the node in the background. The
+// caller holds a ticket (Close waits for it). A pipelined node takes the
+// first attempt without a goroutine.
+func (d *debt) owe(i int) {
+	c := d.c
+	if s, ok := c.pools[i].(starter); ok {
+		s.StartEval(owedAttempt{d: d, i: i, t: c.bg.claimHeld()}, d.script, d.args...)
+		return
+	}
+	c.bg.goHeld(func() { d.settle(i, true, nil) })
+}
+
+// owedAttempt is the first attempt of an owed release (debt.owe): a
+// failure without the node's answer starts the retries.
+type owedAttempt struct {
+	d *debt
+	i int
+	t ticket // counts the attempt until its reply
+}
+
+// Receive implements async.Receiver.
+func (o owedAttempt) Receive(_ any, err error) {
+	if err != nil && !replied(err) && !errors.Is(err, pool.ErrClosed) {
+		o.d.c.bg.goHeld(func() { o.d.settle(o.i, true, nil) }) // o.t still counts
+	}
+	o.t.done()
+}
+
 // start sends one release attempt to node i; its result arrives on the
 // channel.
 func (d *debt) start(i int) chan result {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -129,4 +130,35 @@ func TestWaiting_aRoundCutByTheContextKeepsWhatTheNodesLastAnswered(t *testing.T
 			}
 		})
 	}
+}
+
+// A Lock that gives up leaves the queue of a node whose pool could not
+// send the leave at once (no connection): the leave is owed, sent again
+// until the node answers, instead of leaving the call queued there (and
+// a key handed to it held) until its entry or the key runs out.
+func TestLock_givingUpLeavesTheQueueOfANodeThatMissedTheLeave(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(time.Hour, time.Hour))
+	for _, n := range nodes {
+		n.set("k", "someone-else")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctx, "k", time.Second, WithFencing()) // fenced: its first round queues it
+		done <- err
+	}()
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.zcard(wire.WaitersKey("k")) == 1 }, 10*time.Second, time.Millisecond)
+	}
+	lost := nodes[4]
+	lost.failWith(&pool.NodeError{Addr: lost.Addr(), Op: "dial", Err: errors.New("still connecting")}, callRelease)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool { return lost.count(callRelease) >= 1 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, 1, lost.zcard(wire.WaitersKey("k")))
+	lost.failWith(nil)
+	require.Eventually(t, func() bool {
+		clk.Advance(owedPauseMin)
+		return lost.zcard(wire.WaitersKey("k")) == 0
+	}, 10*time.Second, time.Millisecond, "the call stayed queued on the node that missed its leave")
 }

@@ -485,10 +485,14 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	if w.token != "" {
 		owned, alt = w.token, owned
 	}
-	args := c.queue.ReleaseArgs(w.key, owned, w.id, alt)
-	for i, p := range c.pools {
+	// Owed until each node answers: a node that missed it would keep
+	// the call queued, and what was handed to it held.
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: wire.Release,
+		args:  c.queue.ReleaseArgs(w.key, owned, w.id, alt),
+		until: c.cfg.clock.Now().Add(max(w.ttl, c.refresh()+c.entrySlack()))}
+	for i := range c.pools {
 		if !w.sent.on(i) {
-			c.sendBackground(ctx, p, args)
+			d.owe(i)
 			continue
 		}
 		// A round of w has not settled on this node: sent after it, the
@@ -496,20 +500,9 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 		// (pools with several connections a node).
 		c.bg.goHeld(func() {
 			w.sent.await()
-			c.sendBackground(ctx, p, args)
+			d.owe(i)
 		})
 	}
-}
-
-// sendBackground sends the release script with args to p as background
-// work, and drops the reply. The caller holds a ticket, so that Close
-// waits for this one too.
-func (c *Client) sendBackground(ctx context.Context, p pool.Pool, args []any) {
-	if s, ok := p.(starter); ok {
-		s.StartEval(c.bg.claimHeld(), wire.Release, args...)
-		return
-	}
-	c.bg.goHeld(func() { c.evalBounded(ctx, p, wire.Release, args) })
 }
 
 // released implements listener: node i released the key, leaving it free
