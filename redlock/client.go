@@ -280,27 +280,20 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 	return l
 }
 
-// evalBounded runs script on p, bounded by the node timeout whatever ctx
-// says, and drops the reply.
-func (c *Client) evalBounded(ctx context.Context, p pool.Pool, script *pool.Script, args []any) {
-	ctx, cancel := c.nodeContext(ctx)
-	defer cancel()
-	_, _ = p.Eval(ctx, script, args...)
-}
-
-// tell sends script with args to every node as background work, bounded
-// by the node timeout, and drops the replies: a follow-up nobody waits
-// for (a waiting call leaving its queues). After Close it sends nothing.
+// tell sends script with args to every node as background work, owed
+// until each node answers (for as long as a queue place lives): a
+// follow-up nobody waits for, such as a waiting call leaving its queues.
+// After Close it sends nothing.
 func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
-	ctx = context.WithoutCancel(ctx)
-	for _, p := range c.pools {
-		if s, ok := p.(starter); ok {
-			if t, ok := c.bg.claim(); ok {
-				s.StartEval(t, script, args...)
-			}
-			continue
-		}
-		c.bg.goTracked(func() { c.evalBounded(ctx, p, script, args) })
+	t, ok := c.bg.claim()
+	if !ok {
+		return
+	}
+	defer t.done()
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args,
+		until: c.cfg.clock.Now().Add(c.refresh() + c.entrySlack())}
+	for i := range c.pools {
+		d.owe(i)
 	}
 }
 
