@@ -1561,3 +1561,14 @@ func TestParseSwitches(t *testing.T) {
 	require.EqualValues(t, -1, contextSwitches(0))
 	require.EqualValues(t, -1, contextSwitches(os.Getpid()), "this process is no redis-server")
 }
+
+func TestServerVersion(t *testing.T) {
+	v, ok := serverVersion(map[string]string{"redis_version": "7.0.15"})
+	require.True(t, ok)
+	require.Equal(t, "redis-server 7.0.15", v)
+	v, ok = serverVersion(map[string]string{"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "8.0.1"})
+	require.True(t, ok)
+	require.Equal(t, "valkey-server 8.0.1", v)
+	_, ok = serverVersion(map[string]string{})
+	require.False(t, ok)
+}

@@ -150,9 +150,11 @@ func (n miniNode) Kill() error    { n.m.Close(); return nil }
 func (n miniNode) Restart() error { return n.m.Restart() }
 
 // redisVersion returns "redis-server VERSION" from INFO server on the
-// nodes ("redis-server V1/V2" when they differ, "version unknown" when no
-// node tells), the nodes that answered without INFO server (miniredis),
-// and an error naming every node that could not be reached.
+// nodes ("valkey-server VERSION" for Valkey, which also reports the Redis
+// version it is compatible with; "redis-server V1/V2" when they differ,
+// "version unknown" when no node tells), the nodes that answered without
+// INFO server (miniredis), and an error naming every node that could not
+// be reached.
 func redisVersion(addrs []string) (string, []string, error) {
 	var versions, noInfo []string
 	var errs []error
@@ -167,14 +169,14 @@ func redisVersion(addrs []string) (string, []string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if v, ok := fields["redis_version"]; ok && !slices.Contains(versions, v) {
+		if v, ok := serverVersion(fields); ok && !slices.Contains(versions, v) {
 			versions = append(versions, v)
 		}
 	}
 	if len(versions) == 0 {
-		versions = []string{"version unknown"}
+		versions = []string{"redis-server version unknown"}
 	}
-	version := "redis-server " + strings.Join(versions, "/")
+	version := strings.Join(versions, "/")
 	if err := errors.Join(errs...); err != nil {
 		return version, noInfo, fmt.Errorf("reading the Redis version: %w", err)
 	}
@@ -284,4 +286,15 @@ func adminDial(addr string) (redis.Conn, error) {
 		redis.DialReadTimeout(adminTimeout),
 		redis.DialWriteTimeout(adminTimeout),
 	)
+}
+
+// serverVersion names the server and its version from INFO server's
+// fields: Valkey says valkey_version (and server_name), Redis only
+// redis_version.
+func serverVersion(fields map[string]string) (string, bool) {
+	if v, ok := fields["valkey_version"]; ok {
+		return "valkey-server " + v, true
+	}
+	v, ok := fields["redis_version"]
+	return "redis-server " + v, ok
 }
