@@ -549,3 +549,18 @@ func unlockOrLost(ctx context.Context, l *redlock.Lock, lost bool) error {
 	}
 	return nil
 }
+
+// killTwoMidRun kills nodes 0 and 3 of e after d, and returns a channel
+// that is closed once they are dead.
+func killTwoMidRun(t *testing.T, e *env, d time.Duration) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(d)
+		if err := errors.Join(e.nodes[0].Kill(), e.nodes[3].Kill()); err != nil {
+			t.Errorf("kill: %v", err)
+		}
+	}()
+	return done
+}

@@ -114,3 +114,11 @@ func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Unlock(ctx))
 }
+
+// The same while two of five nodes are killed mid-run.
+func TestRWLock_exclusionHoldsWhileTwoOfFiveNodesDie(t *testing.T) {
+	e := newEnv(t, 5)
+	killed := killTwoMidRun(t, e, time.Second)
+	hammerRW(t, e, 4, 2, 3*time.Second, true)
+	<-killed
+}

@@ -229,3 +229,12 @@ func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	}
 }
+
+// The same while two of five nodes are killed mid-run: the other three
+// grant every permit.
+func TestSemaphore_neverMoreHoldersThanPermitsWhileTwoOfFiveNodesDie(t *testing.T) {
+	e := newEnv(t, 5)
+	killed := killTwoMidRun(t, e, time.Second)
+	hammerSemaphore(t, e, 6, 2, 3*time.Second, true)
+	<-killed
+}
