@@ -59,7 +59,9 @@ test-adapters-newest:
 # to valkey-server and valkey-cli; relative paths are from the repository's
 # root). Without one there, it says so and succeeds. VALKEY_TESTFLAGS=
 # runs them without the race detector (.ci/run does: make test races the
-# same tests on Redis). docs/operations.md lists the servers supported.
+# same tests on Redis). The suites run side by side, as they mostly wait on
+# their nodes; each one's output is printed whole once it ends.
+# docs/operations.md lists the servers supported.
 VALKEY_DIR ?= ../shared/valkey
 VALKEY_TESTFLAGS ?= -race
 VALKEY_SUITES := .:./tests/,./pool/ pool/goredis:./... pool/rueidispool:./...
@@ -71,11 +73,16 @@ test-valkey:
 	PATH="$$dir:$$PATH"; export PATH; \
 	v=$$(redis-server --version) || exit 1; echo "$$v"; \
 	case "$$v" in Valkey*) ;; *) echo "$$dir/redis-server is not Valkey"; exit 1;; esac; \
+	logs=$$(mktemp -d); runs=""; \
 	for s in $(VALKEY_SUITES); do \
-		m=$${s%%:*}; pkgs=$$(echo $${s#*:} | tr , ' '); \
-		echo "== go test (Valkey) $$m $$pkgs"; \
-		(cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test $(VALKEY_TESTFLAGS) -count=1 -timeout 10m $$pkgs) || exit 1; \
-	done
+		m=$${s%%:*}; pkgs=$$(echo $${s#*:} | tr , ' '); log="$$logs/$$(echo "$$m" | tr ./ __)"; \
+		(echo "== go test (Valkey) $$m $$pkgs"; \
+			cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test $(VALKEY_TESTFLAGS) -count=1 -timeout 10m $$pkgs) >"$$log" 2>&1 & \
+		runs="$$runs $$!:$$log"; \
+	done; \
+	status=0; \
+	for r in $$runs; do wait $${r%%:*} || status=1; cat "$${r#*:}"; done; \
+	rm -rf "$$logs"; exit $$status
 
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by

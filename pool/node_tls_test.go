@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,10 +40,8 @@ func startTLSNode(t *testing.T) (s *redistest.Server, tlsAddr string, roots *x50
 		redistest.StartT(t, 1) // skips, or fails under REDLOCK_REQUIRE_REDIS=1
 	}
 	roots, certFile, keyFile, caFile := tlsFiles(t)
-	port := freePort(t)
-	c, err := redistest.Start(1, redistest.Options{Args: []string{
-		// The plain port stays: the harness checks readiness on it.
-		"--tls-port", strconv.Itoa(port),
+	// The plain port stays: the harness checks readiness on it.
+	c, err := redistest.Start(1, redistest.Options{TLSPort: true, Args: []string{
 		"--tls-cert-file", certFile,
 		"--tls-key-file", keyFile,
 		"--tls-ca-cert-file", caFile,
@@ -62,7 +59,7 @@ func startTLSNode(t *testing.T) (s *redistest.Server, tlsAddr string, roots *x50
 			t.Errorf("closing cluster: %v", err)
 		}
 	})
-	return c.Node(0), "127.0.0.1:" + strconv.Itoa(port), roots
+	return c.Node(0), c.Node(0).TLSAddr(), roots
 }
 
 func TestNode_Do_worksOverTLS(t *testing.T) {

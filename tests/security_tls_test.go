@@ -3,8 +3,6 @@ package tests
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,26 +38,15 @@ func newTLSEnv(t *testing.T, n int) *tlsEnv {
 	for range n {
 		// Each node needs a TLS port of its own, and the harness passes
 		// the same arguments to every node of a Start: one Start per node.
-		port := freeTCPPort(t)
-		c := redistest.StartT(t, 1, redistest.Options{Args: []string{
-			"--tls-port", strconv.Itoa(port),
+		c := redistest.StartT(t, 1, redistest.Options{TLSPort: true, Args: []string{
 			"--tls-cert-file", certFile,
 			"--tls-key-file", keyFile,
 			"--tls-ca-cert-file", ca.File,
 		}})
 		e.nodes = append(e.nodes, c.Node(0))
-		e.tlsAddrs = append(e.tlsAddrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		e.tlsAddrs = append(e.tlsAddrs, c.Node(0).TLSAddr())
 	}
 	return e
-}
-
-// freeTCPPort returns a port on 127.0.0.1 that was free a moment ago.
-func freeTCPPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Over TLS, with mutual authentication, every call works as over TCP:

@@ -22,6 +22,10 @@ type Options struct {
 	// (appendonly yes, appendfsync always), so that Restart brings a
 	// killed node back with its data. RestartEmpty still starts it empty.
 	Durable bool
+	// TLSPort makes every node also listen on a TLS port of its own
+	// (--tls-port), chosen and retried as its plain port is; Args gives
+	// the certificate directives. Server.TLSAddr tells the address.
+	TLSPort bool
 }
 
 // Cluster is a set of independent redis-server nodes. Its methods are safe

@@ -33,6 +33,8 @@ type Server struct {
 	durable  bool
 	port     int
 	addr     string
+	tls      bool // with a TLS port (Options.TLSPort)
+	tlsPort  int
 
 	mu     sync.Mutex // guards the fields below and serializes state changes
 	p      *proc      // current or last process; nil if never started or killed
@@ -53,11 +55,21 @@ func newServer(bin string, opts Options) (*Server, error) {
 		password: opts.Password,
 		extra:    append([]string(nil), opts.Args...),
 		durable:  opts.Durable,
+		tls:      opts.TLSPort,
 	}, nil
 }
 
 // Addr returns the node's address, "127.0.0.1:PORT".
 func (s *Server) Addr() string { return s.addr }
+
+// TLSAddr returns the node's TLS address, "127.0.0.1:PORT", with
+// Options.TLSPort; "" without. It stays the same across restarts.
+func (s *Server) TLSAddr() string {
+	if !s.tls {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort))
+}
 
 // Port returns the node's TCP port, which stays the same across restarts.
 func (s *Server) Port() int { return s.port }
@@ -162,6 +174,11 @@ func (s *Server) startFresh() error {
 		if s.port, err = freePort(); err != nil {
 			break
 		}
+		if s.tls {
+			if s.tlsPort, err = freePort(); err != nil {
+				break
+			}
+		}
 		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 		if err = s.startLocked(); !errors.Is(err, errAddrInUse) {
 			break
@@ -206,6 +223,9 @@ func (s *Server) args() []string {
 	}
 	if s.password != "" {
 		a = append(a, "--requirepass", s.password)
+	}
+	if s.tls {
+		a = append(a, "--tls-port", strconv.Itoa(s.tlsPort))
 	}
 	return append(a, s.extra...)
 }
