@@ -2,9 +2,7 @@
 # redis-server on PATH (apt-get install redis-server); with
 # REDLOCK_REQUIRE_REDIS=1 the integration tests fail instead of skipping
 # when redis-server is missing. It checks and tests every Go module of the
-# repository (each directory with a go.mod), the modules side by side (their
-# tests mostly wait on their nodes); each module's output is printed whole
-# once it ends.
+# repository (each directory with a go.mod).
 GO ?= go
 MODULES := $(sort $(dir $(shell git ls-files 'go.mod' '*/go.mod' 2>/dev/null || find . -name go.mod)))
 # staticcheck, pinned; STATICCHECK=staticcheck uses an installed one.
@@ -13,15 +11,10 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest test-valkey script-cost
 
 test: fmt vet lint
-	@logs=$$(mktemp -d); runs=""; \
-	for m in $(MODULES); do \
-		log="$$logs/$$(echo "$$m" | tr ./ __)"; \
-		(echo "== go test $$m"; cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...) >"$$log" 2>&1 & \
-		runs="$$runs $$!:$$log"; \
-	done; \
-	status=0; \
-	for r in $$runs; do wait $${r%%:*} || status=1; cat "$${r#*:}"; done; \
-	rm -rf "$$logs"; exit $$status
+	@for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
+	done
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
