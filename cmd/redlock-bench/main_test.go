@@ -200,9 +200,17 @@ func requireModeReport(t *testing.T, mode, out string) {
 }
 
 func TestModesMiniredis(t *testing.T) {
+	tookOver := regexp.MustCompile(`(?m)^ *takeover +[1-9]`)
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			out, errOut := runTool(t, context.Background(), testConfig(backendMiniredis, mode))
+			// A loaded machine can starve the in-process servers of a
+			// takeover run (20ms TTL): such a run is made again, up to
+			// four in all (see TestTakeoverJSON).
+			for attempt := 2; mode == modeTakeover && !tookOver.MatchString(out) && attempt <= 4; attempt++ {
+				t.Logf("run %d made no takeover: running again", attempt-1)
+				out, errOut = runTool(t, context.Background(), testConfig(backendMiniredis, mode))
+			}
 			requireModeReport(t, mode, out)
 			require.Regexp(t, `(?m)^backend +miniredis`, out)
 			require.Regexp(t, `(?m)^errors +(none|[0-9]+)$`, out)
