@@ -22,57 +22,76 @@ import (
 func TestLock_aHandOffNeedsNoRound(t *testing.T) {
 	for _, kind := range []string{"pipelined", "redigo"} {
 		t.Run(kind, func(t *testing.T) {
-			e := newEnv(t, 5)
-			key := newKey(t)
-			// x holds the key, and one of its Lock calls (a) waits for it:
-			// x's release gives the key to a, a's to b.
-			x := newClient(t, newPools(t, e.addrs))
-			held := takeEverywhere(t, e, x, key, hourTTL)
-			a := lockAsync(ctxT(t, time.Minute), x, key, longTTL, neverRetry)
-			awaitWaiting(t, e.nodes, key, 1)
-
-			var base []pool.Pool
-			if kind == "pipelined" {
-				base = newPools(t, e.addrs)
-			} else {
-				base = redigoPools(t, e.addrs)
-			}
-			pools, rounds := counted(base)
-			// A node timeout far above the test's length: b renews its
-			// queue entries only every 5 node timeouts, so every round b
-			// sends is one the test asked for. No drift allowance but the
-			// 2ms floor.
-			b := newClient(t, pools, noRefresh, redlock.WithDriftFactor(0))
-			gotB := lockAsync(ctxT(t, time.Minute), b, key, longTTL, neverRetry)
-			awaitWaiting(t, e.nodes, key, 2)
-			// b asked with SET NX, then with the script, which queued it.
-			require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
-			queuedAt := time.Now() // after b's last round began
-			time.Sleep(50 * time.Millisecond)
-
-			require.NoError(t, held.Unlock(ctxT(t, quickly)))
-			ra := <-a
-			require.NoError(t, ra.err)
-			select {
-			case r := <-gotB:
-				t.Fatalf("b returned while a held the key: %v", r.err)
-			default:
-			}
-			require.NoError(t, ra.l.Unlock(ctxT(t, quickly)))
-			rb := <-gotB
-			require.NoError(t, rb.err, "only a hand-off can end b's wait within the test")
-			require.Equal(t, int64(2), rounds.Load(), "b sent no round after the releases")
-			awaitToken(t, e.nodes, key, rb.l.Token())
-			require.False(t, rb.l.Until().After(queuedAt.Add(longTTL-2*time.Millisecond)),
-				"b's validity counts from its last round, not from the hand-off: until %v, queued at %v",
-				rb.l.Until(), queuedAt)
-			require.Positive(t, rb.l.Validity())
-			require.NoError(t, rb.l.Unlock(ctxT(t, quickly)))
-			for i := range e.nodes {
-				requireAbsent(t, e.nodes, i, key)
+			// b goes on with a round of its own when the nodes' hand-off
+			// announcements do not all come within its grace period (5ms),
+			// which a loaded machine can delay: such a run is made again,
+			// up to three in all, and one of them must need no round.
+			for attempt := 1; ; attempt++ {
+				rounds := handOffRounds(t, kind)
+				if rounds == 2 {
+					return
+				}
+				require.Less(t, attempt, 3, "b sent a round after the releases in every run (%d rounds in the last)", rounds)
+				t.Logf("run %d: b sent %d rounds (the hand-off announcements came late): running again", attempt, rounds)
 			}
 		})
 	}
+}
+
+// handOffRounds runs TestLock_aHandOffNeedsNoRound's scenario once with
+// pools of kind, and returns how many rounds b sent in all.
+func handOffRounds(t *testing.T, kind string) int64 {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	// x holds the key, and one of its Lock calls (a) waits for it: x's
+	// release gives the key to a, a's to b.
+	x := newClient(t, newPools(t, e.addrs))
+	held := takeEverywhere(t, e, x, key, hourTTL)
+	a := lockAsync(ctxT(t, time.Minute), x, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 1)
+
+	var base []pool.Pool
+	if kind == "pipelined" {
+		base = newPools(t, e.addrs)
+	} else {
+		base = redigoPools(t, e.addrs)
+	}
+	pools, rounds := counted(base)
+	// A node timeout far above the test's length: b renews its queue
+	// entries only every 5 node timeouts, so every round b sends is one
+	// the test asked for. No drift allowance but the 2ms floor.
+	b := newClient(t, pools, noRefresh, redlock.WithDriftFactor(0))
+	gotB := lockAsync(ctxT(t, time.Minute), b, key, longTTL, neverRetry)
+	awaitWaiting(t, e.nodes, key, 2)
+	// b asked with SET NX, then with the script, which queued it.
+	require.Eventually(t, func() bool { return rounds.Load() == 2 }, 10*time.Second, time.Millisecond)
+	queuedAt := time.Now() // after b's last round began
+	time.Sleep(50 * time.Millisecond)
+
+	require.NoError(t, held.Unlock(ctxT(t, quickly)))
+	ra := <-a
+	require.NoError(t, ra.err)
+	select {
+	case r := <-gotB:
+		t.Fatalf("b returned while a held the key: %v", r.err)
+	default:
+	}
+	require.NoError(t, ra.l.Unlock(ctxT(t, quickly)))
+	rb := <-gotB
+	require.NoError(t, rb.err, "only a hand-off can end b's wait within the test")
+	n := rounds.Load()
+	awaitToken(t, e.nodes, key, rb.l.Token())
+	if n == 2 {
+		require.False(t, rb.l.Until().After(queuedAt.Add(longTTL-2*time.Millisecond)),
+			"b's validity counts from its last round, not from the hand-off: until %v, queued at %v",
+			rb.l.Until(), queuedAt)
+	}
+	require.Positive(t, rb.l.Validity())
+	require.NoError(t, rb.l.Unlock(ctxT(t, quickly)))
+	for i := range e.nodes {
+		requireAbsent(t, e.nodes, i, key)
+	}
+	return n
 }
 
 // unsubscribedPool hides pool.Subscriber: a Client on it hears no
