@@ -90,7 +90,7 @@ type round struct {
 	smu     sync.Mutex
 	settled chan struct{} // made by await; closed when every node has replied
 
-	// lmu orders the late replies of a release round with oweLate: a
+	// lmu orders the late replies of a release round (req.always) with oweLate: a
 	// reply filed before it lands on late, one filed after is looked at
 	// at once (lateCtx and lateBound are the release's, for what it owes).
 	lmu       sync.Mutex
@@ -151,6 +151,12 @@ func (nc *nodeCall) file(reply any, status NodeStatus, err error) {
 	}
 	if r.c.observing() {
 		nc.out.after = r.c.cfg.clock.Now().Sub(r.start)
+	}
+	if !r.req.always { // only a release round (Unlock) owes late: no lock on an acquisition's replies
+		r.late <- nc.i
+		r.replied()
+		r.c.bg.replied()
+		return
 	}
 	r.lmu.Lock()
 	owe := r.lateOwe

@@ -13,16 +13,11 @@ local waiter = ARGV[4] -- a waiting writer's id whose intent goes; "" for none
 -- Returns 1 when the token held something here and it is given up, 0
 -- otherwise; {1, error} when given up but the node refused to announce
 -- it (PUBLISH denied).
+local freed = 0
 if waiter ~= "" and redis.call("GET", intent) == waiter then
 	redis.call("DEL", intent)
-	local r = redis.pcall("PUBLISH", releaseChannel, "")
-	if type(r) == "table" and r.err then
-		return {1, r.err}
-	end
-	return 1
-end
-local freed = 0
-if redis.call("GET", writer) == token then
+	freed = 1
+elseif redis.call("GET", writer) == token then
 	redis.call("DEL", writer)
 	freed = 1
 elseif redis.call("HDEL", readers, token) == 1 then
