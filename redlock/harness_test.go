@@ -189,8 +189,8 @@ func acquisitionToken(script *pool.Script, args []any) string {
 	if script == nil {
 		return args[1].(string) // SET key token NX PX ttl
 	}
-	nkeys := args[0].(int) // numkeys, KEYS..., ARGV[6] is the token (acquire.lua)
-	return args[nkeys+6].(string)
+	nkeys := args[0].(int) // numkeys, KEYS..., ARGV[1] is the token (acquire.lua)
+	return args[nkeys+1].(string)
 }
 
 // run sends the call to the server. A call whose context has ended is

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -73,7 +74,7 @@ func TestCluster_locksWaitingHandOffsAndFencesOnClusterNodes(t *testing.T) {
 	key := newKey(t)
 	_, err := clusters[0].MasterFor(key).Do("EVAL", "return redis.call('ZCARD', KEYS[2])", 2, key, key+":waiters")
 	require.ErrorContains(t, err, "CROSSSLOT")
-	_, err = clusters[0].MasterFor(key).Do("EVAL", "return redis.call('ZCARD', KEYS[2])", 2, key, keyslot.Helper(key, "waiters"))
+	_, err = clusters[0].MasterFor(key).Do("EVAL", "return redis.call('ZCARD', KEYS[2])", 2, key, wire.WaitersKey(key))
 	require.NoError(t, err)
 
 	// The slots the library computes are the cluster's.
@@ -81,8 +82,8 @@ func TestCluster_locksWaitingHandOffsAndFencesOnClusterNodes(t *testing.T) {
 		want, err := redis.Int(clusters[0].Node(0).Do("CLUSTER", "KEYSLOT", k))
 		require.NoError(t, err)
 		require.Equal(t, want, int(keyslot.Slot(k)), "%q", k)
-		for _, name := range []string{"waiters", "waiters:until", "fence"} {
-			got, err := redis.Int(clusters[0].Node(0).Do("CLUSTER", "KEYSLOT", keyslot.Helper(k, name)))
+		for _, name := range []string{wire.WaitersKey(k), wire.EntryKey(k, "c}{x.1"), wire.FenceKey(k)} {
+			got, err := redis.Int(clusters[0].Node(0).Do("CLUSTER", "KEYSLOT", name))
 			require.NoError(t, err)
 			require.Equal(t, want, got, "%q's %s", k, name)
 		}

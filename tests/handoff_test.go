@@ -9,7 +9,6 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
@@ -209,7 +208,7 @@ func releaseArgs(key, owned, id, alt string) []any {
 func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	e := newEnv(t, 1)
 	s := e.nodes[0]
-	acquire, release := script(wire.Acquire, -1), script(wire.Release, 3)
+	acquire, release := script(wire.Acquire, -1), script(wire.Release, 2)
 	conn := dialNode(t, s)
 	key := newKey(t)
 	eval := func(sc *redis.Script, args ...any) any {
@@ -232,19 +231,26 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	require.Equal(t, "h", v, "the release sets the head's hand-off token")
 	require.Equal(t, "cw.1 2", sub(), "naming w and its round 2")
 	require.InDelta(t, 10*time.Second, pttl(t, s, key), float64(time.Second), "with w's TTL")
-	entries := pttl(t, s, keyslot.Helper(key, "waiters:until"))
-	require.GreaterOrEqual(t, entries, pttl(t, s, key),
-		"the entries, which hold w's latest round, last as long as the token")
-	require.LessOrEqual(t, entries, 20*time.Second, "and at most twice its TTL (outlive)")
+	entry := pttl(t, s, wire.EntryKey(key, "cw.1"))
+	require.GreaterOrEqual(t, entry, pttl(t, s, key), "w's entry, which holds its latest round, lasts as long as the token")
+	require.LessOrEqual(t, entry, 10*time.Second, "and no longer")
+	require.False(t, inQueue(t, s, key, "cw.1"), "w, handed the key, left the queue")
 
-	// Round 1, late: refused, the key stays w's hand-off.
-	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "late", "cw.1", 1, "h")...).([]any)[0])
-	v, _ = get(t, s, key)
-	require.Equal(t, "h", v)
-	// Round 3 takes it under its token.
+	// Rounds 1 and 2, late: refused, writing nothing; the key stays w's
+	// hand-off.
+	for round := 1; round <= 2; round++ {
+		require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "late", "cw.1", round, "h")...).([]any)[0])
+		v, _ = get(t, s, key)
+		require.Equal(t, "h", v)
+		require.False(t, inQueue(t, s, key, "cw.1"), "a late round does not queue w again")
+		require.LessOrEqual(t, pttl(t, s, wire.EntryKey(key, "cw.1")), entry, "nor renews its entry")
+	}
+	// Round 3 takes it under its token, and w stays queued for the slack.
 	require.Equal(t, int64(1), eval(acquire, acquireArgs(key, "w-round-3", "cw.1", 3, "h")...))
 	v, _ = get(t, s, key)
 	require.Equal(t, "w-round-3", v)
+	require.True(t, inQueue(t, s, key, "cw.1"))
+	require.LessOrEqual(t, pttl(t, s, wire.EntryKey(key, "cw.1")), 150*time.Millisecond)
 
 	// A lock won by a round gives up its hand-off token too, should a node
 	// have set it after the round ran there.
@@ -261,9 +267,7 @@ func TestScripts_aLateRoundDoesNotTakeBackAHandOff(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "w-round-4", "cw.1", 4, "h")...).([]any)[0])
 	require.Equal(t, int64(0), eval(acquire, acquireArgs(key, "w-round-5", "cw.1", 5, "h")...).([]any)[0])
-	score, err := conn.Do("ZSCORE", keyslot.Helper(key, "waiters"), "cw.1")
-	require.NoError(t, err)
-	require.Nil(t, score, "w was not queued again")
+	require.False(t, inQueue(t, s, key, "cw.1"), "w was not queued again")
 	v, _ = get(t, s, key)
 	require.Equal(t, "h", v)
 }

@@ -29,10 +29,10 @@ var (
 	// when they do not wait.
 	aclPlain = []string{"set", "get", "del", "pexpire", "publish", "eval", "evalsha"}
 	// Lock and Do that wait, with queueing (the default).
-	aclWaiting = []string{"time", "zadd", "zrange", "zrem", "hget", "hset", "hdel", "pttl", "subscribe", "unsubscribe"}
+	aclWaiting = []string{"time", "zadd", "zpopmin", "zrem", "getdel", "pttl", "subscribe", "unsubscribe"}
 	// WithFencing: a refusal reads the holder's TTL, and a failed
 	// acquisition is released by the script that serves the queue.
-	aclFencing = []string{"pttl", "zrange"}
+	aclFencing = []string{"pttl", "zpopmin"}
 	// Restart safety (on by default): a script reads the node's run id and
 	// uptime (INFO server) and its marker key.
 	aclRestart = []string{"info|server", "get", "set", "eval", "evalsha"}
@@ -334,11 +334,9 @@ func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
 		{cmd: "del", call: unlock},
 		// publish: the release happens without it, and Unlock says so
 		// (TestACL_unlockWithoutPublishSaysTheKeyWasReleased).
-		{cmd: "time", call: waitingLock, waits: true},
-		{cmd: "zrange", call: waitingLock, waits: true},
-		{cmd: "hget", call: waitingLock, waits: true},
+		{cmd: "zpopmin", call: waitingLock, waits: true},
 		{cmd: "zrem", call: unlockAfterWaiting},
-		{cmd: "hdel", call: unlockAfterWaiting},
+		{cmd: "getdel", call: unlockAfterWaiting},
 		{cmd: "info|server", call: tryLock, restart: true},
 		{cmd: "get", call: tryLock, restart: true},
 		{cmd: "eval", call: tryLock, direct: true, restart: true},
@@ -381,14 +379,14 @@ func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
 	}
 }
 
-// A Lock that waits without HGET (which its script round needs) until
+// A Lock that waits without ZADD (which its refused script round needs) until
 // its deadline says so every time, however the deadline falls: the
 // deadline may cut the last round before any node answered it, and the
 // error then shows what the nodes answered the round before.
 func TestACL_aWaitEndedByItsDeadlineNamesTheRefusedCommandEveryTime(t *testing.T) {
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
-	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "hget" }))
+	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "zadd" }))
 	cl := newClient(t, aclPools(t, addrs), restartSafety(false))
 	key := newKey(t)
 	holdForeign(t, nodes, key, 0, 1, 2, 3, 4)
@@ -407,19 +405,19 @@ func TestACL_aWaitEndedByItsDeadlineNamesTheRefusedCommandEveryTime(t *testing.T
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded, "attempt %d", i)
 		requirePermissionError(t, err, addrs, "NOPERM")
-		require.Contains(t, strings.ToUpper(err.Error()), "HGET", "attempt %d (deadline %v)", i, d)
+		require.Contains(t, strings.ToUpper(err.Error()), "ZADD", "attempt %d (deadline %v)", i, d)
 	}
 }
 
 // Without one of the commands that only make waiting efficient, a Lock
 // that waits still gets the key once it is free, and releases it: it
-// polls instead of being woken (subscribe), is not queued (zadd, hset),
+// polls instead of being woken (subscribe), is not queued (zadd, time),
 // is not told the holder's TTL (pttl), or dials its connections again
 // (ping, unsubscribe). The node's ACL log shows the refusals.
 func TestACL_withoutACommandThatOnlyHelpsWaitingLockStillWorks(t *testing.T) {
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
-	for _, cmd := range []string{"zadd", "hset", "pttl", "subscribe", "unsubscribe", "ping"} {
+	for _, cmd := range []string{"zadd", "time", "pttl", "subscribe", "unsubscribe", "ping"} {
 		t.Run(cmd, func(t *testing.T) {
 			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == cmd }))
 			// The pub/sub connections are kept alive with PING every
@@ -565,10 +563,11 @@ func restartSafety(on bool) redlock.Option {
 }
 
 // The rules the other kinds of lock add to the mutex's
-// (docs/operations.md): the read-write lock's scripts call EXISTS and
-// HGETALL, the leader read HMGET, the inspections ZCARD, and the queue of
-// a semaphore's waiting Acquire calls ZCOUNT and ZRANGEBYSCORE.
-var aclKinds = []string{"exists", "hgetall", "hmget", "zcard", "zcount", "zrangebyscore"}
+// (docs/operations.md): the read-write lock's scripts call EXISTS, HGET,
+// HSET, HDEL and HGETALL, the leader record HSET and HMGET, the
+// inspections ZCARD, and the queue of a semaphore's waiting Acquire calls
+// ZCOUNT, ZRANGEBYSCORE and ZRANGE.
+var aclKinds = []string{"exists", "hget", "hgetall", "hmget", "hset", "hdel", "zcard", "zcount", "zrange", "zrangebyscore"}
 
 // A user with exactly the documented rules runs every kind of lock on 5
 // nodes, names starting with "lock:" as the key patterns say: a

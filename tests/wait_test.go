@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/async"
-	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -134,7 +134,7 @@ func channels(t testing.TB, s *redistest.Server) []string {
 // queued returns how many waiters node s has queued for key.
 func queued(t testing.TB, s *redistest.Server, key string) int64 {
 	t.Helper()
-	n, err := redis.Int64(s.Do("ZCARD", keyslot.Helper(key, "waiters")))
+	n, err := redis.Int64(s.Do("ZCARD", wire.WaitersKey(key)))
 	require.NoError(t, err)
 	return n
 }
@@ -142,7 +142,7 @@ func queued(t testing.TB, s *redistest.Server, key string) int64 {
 // inQueue reports whether node s has waiter id queued for key.
 func inQueue(t testing.TB, s *redistest.Server, key, id string) bool {
 	t.Helper()
-	score, err := s.Do("ZSCORE", keyslot.Helper(key, "waiters"), id)
+	score, err := s.Do("ZSCORE", wire.WaitersKey(key), id)
 	require.NoError(t, err)
 	return score != nil
 }
@@ -597,46 +597,38 @@ func TestLock_servesWaitersInOrderWhenTheHolderDied(t *testing.T) {
 }
 
 // A waiter that vanished without leaving the queue (its process died) is
-// at the head: the key is kept for it only until its entry runs out.
+// at the head: the key is kept for it once, for the window, and it leaves
+// the queue with that; a waiter whose entry ran out gets nothing.
 func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
 	held := takeEverywhere(t, e, holder, key, hourTTL)
 	// The ghost: queued first, on every node, with an entry that runs out
-	// in 2 seconds, as a vanished waiter's does.
+	// in 2 seconds, as a vanished waiter's does; before it, "gone", whose
+	// entry ran out.
 	for _, s := range e.nodes {
-		now, err := redis.Values(s.Do("TIME"))
+		_, err := s.Do("ZADD", wire.WaitersKey(key), 0, "gone", 1, "ghost")
 		require.NoError(t, err)
-		sec, _ := redis.Int64(now[0], nil)
-		usec, _ := redis.Int64(now[1], nil)
-		nowUs := sec*1_000_000 + usec
-		_, err = s.Do("ZADD", keyslot.Helper(key, "waiters"), 1, "ghost")
-		require.NoError(t, err)
-		_, err = s.Do("HSET", keyslot.Helper(key, "waiters:until"), "ghost", nowUs+2_000_000)
+		_, err = s.Do("SET", wire.EntryKey(key, "ghost"), "1", "PX", 2000)
 		require.NoError(t, err)
 	}
 	got := lockAsync(ctxT(t, time.Minute), newClient(t, newPools(t, e.addrs)), key, longTTL, neverRetry)
-	awaitWaiting(t, e.nodes, key, 2)
+	awaitWaiting(t, e.nodes, key, 3)
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
 	// The holder did not wait: its release leaves the key free, and the
-	// live waiter's round keeps it for the head of the queue, the ghost,
-	// again and again until the ghost's entry runs out.
+	// live waiter's round keeps it for the head of the queue whose entry
+	// is live, the ghost, for the window.
 	require.Eventually(t, func() bool {
 		v, _ := get(t, e.nodes[0], key)
 		return v == "redlock:reserved:ghost"
 	}, 10*time.Second, time.Millisecond, "the key is kept for the head of the queue")
 	r := <-got
-	require.NoError(t, r.err, "the live waiter gets the key once the ghost's entry ran out")
-	// A node whose reservation for the ghost outlived the others' refused
-	// the winning round and still has the stale entry: the next release
-	// drops it, or, when that release found the reservation still there
-	// (it gives up nothing that is not the caller's), the queue's keys run
-	// out, at most twice the longest TTL given to them after the ghost's
-	// entry was made (outlive in queue.lua).
+	require.NoError(t, r.err, "the live waiter gets the key once the ghost's reservation ran out")
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 	for i, s := range e.nodes {
-		require.Eventually(t, func() bool { return !inQueue(t, s, key, "ghost") }, 2*longTTL+5*time.Second, time.Millisecond, "node %d: the ghost was dropped from the queue", i)
+		require.False(t, inQueue(t, s, key, "ghost"), "node %d: the ghost left the queue with its reservation", i)
+		require.False(t, inQueue(t, s, key, "gone"), "node %d: a waiter whose entry ran out is dropped", i)
 	}
 }
 

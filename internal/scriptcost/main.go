@@ -53,7 +53,7 @@ func main() {
 // queue runs the hand-off cycle: waiter i's hand-off token is "h-<id>".
 func queue(c redis.Conn, cycles, waiters int) error {
 	acquire := redis.NewScript(-1, wire.Acquire.Source())
-	release := redis.NewScript(3, wire.Release.Source())
+	release := redis.NewScript(2, wire.Release.Source())
 	q := wire.NewQueue(50, 150, 1000) // window, slack, refresh (ms)
 	const key = "hot"
 	ids := make([]string, waiters)

@@ -6,17 +6,19 @@ import "github.com/quorumlock/redlock/internal/keyslot"
 // of the named locals at the top of its source. A script whose key count
 // goes with each call (-1) takes the count first.
 
-// Queue is the queue's fixed arguments of one Client, boxed once, each
-// in milliseconds: the reservation window, how long an entry outlives
-// the time its waiter was told to come back (the slack), and the longest
-// a waiter sleeps between rounds (the refresh).
+// Queue is the queue's fixed arguments of one Client, in milliseconds:
+// the reservation window, and the slack, how long an entry outlives the
+// time its waiter was told to come back; life, an entry's life after a
+// refused round, is the refresh (the longest a waiter sleeps between
+// rounds) plus the slack. The window and life are boxed once.
 type Queue struct {
-	window, slack, refresh any
+	window, life any
+	slack        int64
 }
 
 // NewQueue returns the queue arguments for the given milliseconds.
 func NewQueue(windowMs, slackMs, refreshMs int64) Queue {
-	return Queue{window: windowMs, slack: slackMs, refresh: refreshMs}
+	return Queue{window: windowMs, life: refreshMs + slackMs, slack: slackMs}
 }
 
 // Waiter is what the acquisition script learns of a waiting Lock call;
@@ -29,27 +31,27 @@ type Waiter struct {
 	Handoff string // its hand-off token; "" when it takes no hand-off
 }
 
-// appendQueue appends the arguments that queue.lua takes first, ARGV[1..5].
-func (q Queue) appendQueue(args []any, key string) []any {
-	return append(args, ReservedPrefix, HandoffPrefix, HandoffTail(key), q.window, q.slack)
-}
-
 // AcquireArgs are the acquisition script's key count, keys and arguments
 // for round w (the zero Waiter for a caller that does not wait) that sets
 // token for ms; epoch is a new random epoch for a fenced acquisition, ""
-// for none.
+// for none. An entry kept after a round that took the key lasts the
+// slack, at most half of ms.
 func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) []any {
-	nkeys := 3
+	nkeys := 2
 	if epoch != "" {
-		nkeys = 5
+		nkeys = 4
 	}
-	args := make([]any, 0, 20)
-	args = append(args, nkeys, key, WaitersKey(key), EntriesKey(key))
+	args := make([]any, 0, 16)
+	args = append(args, nkeys, key, WaitersKey(key))
 	if epoch != "" {
 		args = append(args, FenceKey(key), EpochKey(keyslot.Slot(key)))
 	}
-	args = q.appendQueue(args, key)
-	return append(args, token, ms, w.ID, w.Since, w.Waited, q.refresh, w.Round, w.Handoff, epoch, RWMarker)
+	sec := (w.Since + w.Waited) / 1_000_000 // the wall clock now, whole seconds
+	args = append(args, token, ms, w.ID, w.Since, w.Waited, sec, w.Round, w.Handoff, q.window, q.life, min(q.slack, ms/2))
+	if epoch != "" {
+		args = append(args, epoch)
+	}
+	return args
 }
 
 // ReleaseArgs are the release script's keys and arguments: key gives up
@@ -58,19 +60,13 @@ func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) 
 // hand-off token, which a node may have set after the round ran there.
 // waited is the queue id that leaves the queue ("" for none).
 func (q Queue) ReleaseArgs(key, owned, waited, alt string) []any {
-	args := make([]any, 0, 12)
-	args = append(args, key, WaitersKey(key), EntriesKey(key))
-	args = q.appendQueue(args, key)
-	return append(args, owned, waited, alt, ReleaseChannel(key))
+	return []any{key, WaitersKey(key), owned, waited, alt, q.window}
 }
 
 // ForceArgs are the forced release's keys and arguments: key is given up
 // whatever it holds.
 func (q Queue) ForceArgs(key string) []any {
-	args := make([]any, 0, 9)
-	args = append(args, key, WaitersKey(key), EntriesKey(key))
-	args = q.appendQueue(args, key)
-	return append(args, ReleaseChannel(key))
+	return []any{key, WaitersKey(key), q.window}
 }
 
 // InspectArgs are the inspection script's keys: key, its queue and its

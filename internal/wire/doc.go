@@ -7,7 +7,9 @@
 // Every process that locks the same keys must agree on all of it byte
 // for byte: a Client written in another language implements what this
 // package says, and docs/operations.md ("Keys and channels", "The
-// protocol") describes the same in prose. The scripts take every key in
-// KEYS and every value in ARGV, channel names included; nothing is ever
-// interpolated into their source.
+// protocol") describes the same in prose. The scripts are fixed text:
+// nothing is ever interpolated into their source. Most take every key in
+// KEYS and every value in ARGV; the queue's scripts write a few constants
+// in their source and build a waiter's entry key and the channels
+// themselves, all in the lock key's hash slot (keys.go says why).
 package wire

@@ -8,13 +8,18 @@ import (
 )
 
 // The names of everything a Client keeps on the nodes or announces
-// through them, all derived here. The scripts build none of them: the
-// Client passes each key in KEYS and each channel or value in ARGV. A
-// script completes two names: the hand-off channel of the waiter at the
-// head of a queue, whose Client only the node knows (it gets the parts
-// around the Client id), and, in the short release, the release channel
-// (it gets the prefix). docs/operations.md ("Keys and channels") has the
-// table of them all: type, contents, writer.
+// through them, all derived here. Most scripts build none of them: the
+// Client passes each key in KEYS and each channel or value in ARGV. The
+// queue's scripts (queue.lua and the scripts it starts) run on every
+// hand-off of a hot key, where each argument sent costs the node more
+// than building the name in the script, so they build these:
+// a waiter's entry (EntryKey) from the queue's key and the waiter's id,
+// the head's hand-off channel and the release channel from the lock key,
+// with ReservedPrefix, HandoffPrefix, ReleasedPrefix and RWMarker written
+// in their source (a test checks that the two agree). The short release
+// completes the release channel from the prefix it is sent.
+// docs/operations.md ("Keys and channels") has the table of them all:
+// type, contents, writer.
 //
 // Every key a script touches with a lock key is in the lock key's Redis
 // Cluster hash slot, so that a node may be a cluster: the helper keys are
@@ -22,11 +27,14 @@ import (
 
 // WaitersKey is the queue of the Lock calls that wait for key: a sorted
 // set of waiter ids by priority (queue.lua).
-func WaitersKey(key string) string { return keyslot.Helper(key, "waiters") }
+func WaitersKey(key string) string { return keyslot.Helper(key, "queue") }
 
-// EntriesKey is the hash of the queue's entries: waiter id -> deadline,
-// and latest round, TTL and hand-off token (queue.lua).
-func EntriesKey(key string) string { return keyslot.Helper(key, "waiters:until") }
+// EntryKey is the queue entry of the waiter id on key: a string that
+// expires when the waiter is due back and is not, holding its latest
+// round, TTL and hand-off token (queue.lua). The scripts build it from
+// WaitersKey, which ends with key's hash tag when it has one: the entry
+// is in key's hash slot.
+func EntryKey(key, id string) string { return WaitersKey(key) + ":" + id }
 
 // FenceKey is key's fence counter (WithFencing). It has no TTL.
 func FenceKey(key string) string { return keyslot.Helper(key, "fence") }

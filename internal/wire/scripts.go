@@ -13,6 +13,8 @@ var (
 	queueSource string
 	//go:embed acquire.lua
 	acquireSource string
+	//go:embed give_up.lua
+	giveUpSource string
 	//go:embed release.lua
 	releaseSource string
 	//go:embed release_free.lua
@@ -60,15 +62,16 @@ var (
 // The scripts. Each names its keys and arguments at the top of its
 // source; the builders in args.go pass them in that order. The scripts
 // that work on the waiters' queue (the acquisition, the release and the
-// forced release) share its functions, and its keys and first arguments,
-// which come first in their source (queue.lua). A key count of -1 means
+// forced release) share its function and its first two keys, which come
+// first in their source (queue.lua); the two releases also share giveUp
+// (give_up.lua). A key count of -1 means
 // the count goes with each call (KeyCount).
 var (
-	// Acquire takes a key for a token (3 keys, 5 with fencing), queues a
+	// Acquire takes a key for a token (2 keys, 4 with fencing), queues a
 	// waiting Lock call when the key is held, and reports the holder's TTL.
 	Acquire = pool.NewScript(-1, queueSource+acquireSource)
 	// Release gives a key up and hands it to the head of its queue.
-	Release = pool.NewScript(3, queueSource+releaseSource)
+	Release = pool.NewScript(2, queueSource+giveUpSource+releaseSource)
 	// ReleaseFree gives up a key that no one waits for: it is left free.
 	ReleaseFree = pool.NewScript(1, releaseFreeSource)
 	// Extend gives a key that holds the token a new TTL.
@@ -80,7 +83,7 @@ var (
 	// Inspect reads what a node holds for a key, writing nothing.
 	Inspect = pool.NewScript(3, inspectSource)
 	// ForceRelease gives a key up whatever it holds.
-	ForceRelease = pool.NewScript(3, queueSource+forceReleaseSource)
+	ForceRelease = pool.NewScript(2, queueSource+giveUpSource+forceReleaseSource)
 	// MultiAcquire takes every key of a multi-key lock or none (as many
 	// keys as the lock has, three times as many fenced).
 	MultiAcquire = pool.NewScript(-1, multiAcquireSource)
@@ -131,13 +134,13 @@ type ScriptInfo struct {
 // check the scripts against.
 var Scripts = []ScriptInfo{
 	{"acquire", Acquire, queueSource + acquireSource},
-	{"release", Release, queueSource + releaseSource},
+	{"release", Release, queueSource + giveUpSource + releaseSource},
 	{"release_free", ReleaseFree, releaseFreeSource},
 	{"extend", Extend, extendSource},
 	{"fence_store", FenceStore, fenceStoreSource},
 	{"node", NodeCheck, nodeSource},
 	{"inspect", Inspect, inspectSource},
-	{"force_release", ForceRelease, queueSource + forceReleaseSource},
+	{"force_release", ForceRelease, queueSource + giveUpSource + forceReleaseSource},
 	{"multi_acquire", MultiAcquire, multiAcquireSource},
 	{"multi_extend", MultiExtend, multiExtendSource},
 	{"multi_release", MultiRelease, multiReleaseSource},
