@@ -355,3 +355,35 @@ func TestLock_aRestoredHandleTakesTheWaitedLockOutOfTheQueue(t *testing.T) {
 		}, 10*time.Second, time.Millisecond, "node %d: the call is still queued or the key held", i)
 	}
 }
+
+// A waiter's round that finds the key free while the waiter heads the
+// queue takes the key; the waiter stays queued only while its entry is
+// live, and the queue never outlives its entries: a queue left without a
+// TTL would stay on the node for good once nobody uses the key.
+func TestScripts_theHeadsRoundOnAFreeKeyLeavesNoQueueWithoutATTL(t *testing.T) {
+	e := newEnv(t, 1)
+	s := e.nodes[0]
+	acquire := script(wire.Acquire, -1)
+	conn := dialNode(t, s)
+	for _, live := range []bool{false, true} {
+		key := newKey(t)
+		_, err := conn.Do("ZADD", wire.WaitersKey(key), 1, "cw.1")
+		require.NoError(t, err)
+		if live {
+			_, err = conn.Do("SET", wire.EntryKey(key, "cw.1"), "1 10000 h", "PX", 5000)
+			require.NoError(t, err)
+		}
+		v, err := acquire.Do(conn, acquireArgs(key, "w-round-2", "cw.1", 2, "h")...)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), v, "entry live: %v", live)
+		got, _ := get(t, s, key)
+		require.Equal(t, "w-round-2", got)
+		require.Equal(t, live, inQueue(t, s, key, "cw.1"), "queued while its entry is live (entry live: %v)", live)
+		q := pttl(t, s, wire.WaitersKey(key))
+		require.NotEqual(t, time.Duration(-1), q, "the queue has no TTL (entry live: %v)", live)
+		if live {
+			require.Positive(t, q)
+			require.LessOrEqual(t, pttl(t, s, wire.EntryKey(key, "cw.1")), 150*time.Millisecond, "kept for the slack")
+		}
+	}
+}

@@ -25,7 +25,8 @@ local releasedPrefix = "redlock:released:" -- a key left free is announced on re
 -- the key's new value, then the error of a node that refused to announce
 -- it (a user without the PUBLISH permission: that does not undo the
 -- script); nil when the queue has no live waiter, or when except heads it
--- (it stays at the head). The head leaves the queue, and waiters whose
+-- (its round takes the key, and puts it back in the queue if its entry is
+-- live: acquire.lua). The head leaves the queue, and waiters whose
 -- entries ran out (they left without saying so) are dropped on the way,
 -- 64 at most. A waiter with a hand-off token gets it, with its TTL, and
 -- holds the key here without asking again; its entry, marked "h", lasts
@@ -37,13 +38,8 @@ local releasedPrefix = "redlock:released:" -- a key left free is announced on re
 -- waiter's latest round that ran here), "<id>" for a reservation.
 local function giveToHead(window, except)
 	for _ = 1, 64 do
-		local head = redis.call("ZPOPMIN", queue)
-		local id = head[1]
-		if not id then
-			return nil
-		end
-		if id == except then
-			redis.call("ZADD", queue, head[2], id)
+		local id = redis.call("ZPOPMIN", queue)[1]
+		if not id or id == except then
 			return nil
 		end
 		local entry = queue .. ":" .. id
