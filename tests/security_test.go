@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -686,3 +687,24 @@ func (r roundsRefused) Round(info *redlock.RoundInfo) {
 }
 
 func (roundsRefused) Event(redlock.Event) {}
+
+// A waiting round that a node refuses in the middle of its script (here
+// TIME, for a waiter new on the node) leaves no queue without a TTL: the
+// queue it created expires, even if its waiter never comes back.
+func TestACL_aScriptRefusedMidwayLeavesNoQueueWithoutATTL(t *testing.T) {
+	c := redistest.StartT(t, 1)
+	s := c.Nodes()[0]
+	setACL(t, c.Nodes(), slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "time" }))
+	conn, err := redis.Dial("tcp", s.Addr(), redis.DialUsername(aclUser), redis.DialPassword(aclPassword),
+		redis.DialReadTimeout(testReadTimeout))
+	require.NoError(t, err)
+	defer conn.Close()
+	key := newKey(t)
+	_, err = s.Do("SET", key, foreignToken, "PX", 60_000)
+	require.NoError(t, err)
+	_, err = script(wire.Acquire, -1).Do(conn, acquireArgs(key, "w-round-1", "cw.1", 1, "h")...)
+	require.Error(t, err)
+	require.Contains(t, deniedCommands(t, s), "time")
+	require.True(t, inQueue(t, s, key, "cw.1"), "ZADD ran before the refusal")
+	require.Positive(t, pttl(t, s, wire.WaitersKey(key)), "the queue expires")
+}

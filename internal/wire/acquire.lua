@@ -79,8 +79,10 @@ end
 -- asks again soon. If it got the lock, its release takes it out of the
 -- queue, or the entry runs out, well before the lock does (a holder that
 -- dies must not be at the head of the queue when its key expires). The
--- entry is written after the place, so that a node that refuses ZADD
--- (ACL) keeps no entry, and a round that takes the key there ends well.
+-- entry is written last and the queue's TTL right after ZADD, so that a
+-- node that refuses ZADD or TIME (ACL) keeps neither an entry, which a
+-- round that takes the key there would then have to queue again, nor a
+-- queue without a TTL.
 local e = round
 if mine ~= "" then
 	e = round .. " " .. ttl .. " " .. mine
@@ -90,7 +92,9 @@ if own then
 		return reply
 	end
 end
-if redis.call("ZADD", queue, "NX", prio, id) == 1 then
+local added = redis.call("ZADD", queue, "NX", prio, id) == 1
+redis.call("PEXPIRE", queue, life)
+if added then
 	local t = redis.call("TIME")
 	if t[1] ~= sec then
 		local began = tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(waited)
@@ -102,5 +106,4 @@ end
 if not own then
 	redis.call("SET", entry, e, "PX", life)
 end
-redis.call("PEXPIRE", queue, life)
 return reply
