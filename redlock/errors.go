@@ -293,8 +293,13 @@ func answeredWithError(qe *QuorumError) bool {
 
 // maySent reports whether a command that failed with err may still have
 // reached the node: false when the pool says it never sent it (no
-// connection, a full queue).
+// connection, a full queue). A reply that restart safety did not count
+// reached the node, whatever the error of the check it carries says (a
+// check that could not dial, say).
 func maySent(err error) bool {
+	if answered(err) {
+		return true
+	}
 	var ne *pool.NodeError
 	return !errors.As(err, &ne) || ne.Op != "dial" && ne.Op != "queue"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -327,4 +328,40 @@ func TestRestartSafety_aPoolThatDoesNotTellItsConnectionsStillKeepsARestartedNod
 	require.False(t, got.IsZero(), "never acquired after the wait")
 	require.GreaterOrEqual(t, got.Sub(restarted), maxTTL, "a node restarted empty was counted before the maximum TTL passed: a second owner")
 	require.True(t, named, "no refusal named the restarted nodes")
+}
+
+// checkUnreachable is a pool whose restart checks never reach the node,
+// as while it is still dialling; every other command goes through.
+type checkUnreachable struct{ pool.Pool }
+
+func (p checkUnreachable) Eval(ctx context.Context, s *pool.Script, keysAndArgs ...any) (any, error) {
+	if s == wire.NodeCheck {
+		return nil, &pool.NodeError{Addr: p.Addr(), Op: "dial", Err: errors.New("still connecting to the node")}
+	}
+	return p.Pool.Eval(ctx, s, keysAndArgs...)
+}
+
+// A node that took the key while restart safety could not count it (its
+// check had not reached it) is released when the acquisition fails: the
+// grant was real, and would keep the key from everyone for its TTL. The
+// error of such a node is the check's, which names a command that was
+// never sent; the acquisition's own command was sent and answered.
+func TestRestartSafety_aGrantThatWasNotCountedIsReleasedWhenTheAcquisitionFails(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	for i, s := range e.nodes {
+		if i != 1 {
+			_, err := s.Do("SET", key, foreignToken, "PX", 60_000)
+			require.NoError(t, err)
+		}
+	}
+	pools := newPools(t, e.addrs)
+	pools[1] = checkUnreachable{pools[1]}
+	c := newClient(t, pools, redlock.WithRestartSafety(time.Minute))
+	_, err := c.TryLock(ctxT(t, quickly), key, longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Eventually(t, func() bool {
+		_, held := get(t, e.nodes[1], key)
+		return !held
+	}, 5*time.Second, 5*time.Millisecond, "node 1 keeps the failed acquisition's key")
 }

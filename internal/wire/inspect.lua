@@ -5,6 +5,7 @@ local fenceKey = KEYS[3] -- the fence counter
 
 -- Returns {value or false, pttl, queued, fence or false}: the key's value
 -- (a token, or a reservation), its PTTL (-2: no key, -1: no TTL), how
--- many Lock calls are queued (entries of waiters that left stay until
--- their deadline or the next release), and the fence counter.
+-- many Lock calls are queued (a waiter that left without saying so stays
+-- until a hand-off finds its entry gone, or the queue runs out), and the
+-- fence counter.
 return {redis.call("GET", key), redis.call("PTTL", key), redis.call("ZCARD", waiters), redis.call("GET", fenceKey)}
