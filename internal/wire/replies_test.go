@@ -79,9 +79,9 @@ func TestCalled_namesTheCommandOfEveryScriptLine(t *testing.T) {
 		}
 		require.Positive(t, found, "%s: no command found", s.Name)
 	}
-	cmd, ok := Called(Inspect.Hash(), 10)
+	cmd, ok := Called(Inspect.Hash(), 11)
 	require.True(t, ok)
-	require.Equal(t, "GET", cmd, "inspect.lua's line 10 calls GET first")
+	require.Equal(t, "GET", cmd, "inspect.lua's line 11 calls GET first")
 }
 
 func TestParseLeaderRead(t *testing.T) {
