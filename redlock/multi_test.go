@@ -68,7 +68,11 @@ func TestTryLockMulti_aFailedRoundReleasesTheNodesItTook(t *testing.T) {
 	nodes[1].set("b", "someone")
 	_, err := c.TryLockMulti(ctx, []string{"a", "b"}, time.Minute)
 	require.ErrorIs(t, err, ErrNotAcquired)
+	// The two refusals may decide the round before node 3 has run it:
+	// its keys are released once it has.
+	require.Eventually(t, func() bool { return nodes[2].count(callMulti) == 1 }, 5*time.Second, time.Millisecond)
 	waitHeldNone(t, nodes, "a")
+	waitHeldNone(t, nodes[2:], "b")
 
 	// One node held: a quorum of the others grants.
 	nodes[1].del("b")

@@ -59,7 +59,8 @@ func (r *recorder) round(o redlock.Op) (redlock.RoundInfo, bool) {
 // that gets the key by hand-offs reports a "handoff" round, and every
 // waiter its wait. The first holder took the key with TryLock, so its
 // release frees the key (release_free.lua) and the first waiter takes it
-// with a round; that waiter's release hands the key to the second.
+// (with a round, or handed to it by the second's); that waiter's release
+// hands the key to the second.
 func TestObserver_aHolderAndTwoWaitersOnRealNodes(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
@@ -135,9 +136,11 @@ func TestObserver_aHolderAndTwoWaitersOnRealNodes(t *testing.T) {
 	}
 	// The second waiter holds the key by hand-offs when a quorum's
 	// announcements reach it within the grace period; on a busy machine
-	// they may not, and a round takes the key instead.
-	require.LessOrEqual(t, handoffs, 1, "%+v %+v", recs[0].rounds, recs[1].rounds)
+	// they may not, and a round takes the key instead. The first one
+	// takes the free key with its own round, or is handed it by the
+	// second's round, should that find the key free first: the key goes
+	// to the head of the queue.
 	if handoffs == 0 {
-		t.Logf("no hand-off this time: the second waiter took the key by a round")
+		t.Logf("no hand-off this time: each waiter took the key by a round")
 	}
 }
