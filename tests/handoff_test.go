@@ -49,13 +49,7 @@ func handOffRounds(t *testing.T, kind string) int64 {
 	a := lockAsync(ctxT(t, time.Minute), x, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
 
-	var base []pool.Pool
-	if kind == "pipelined" {
-		base = newPools(t, e.addrs)
-	} else {
-		base = redigoPools(t, e.addrs)
-	}
-	pools, rounds := counted(base)
+	pools, rounds := counted(poolsOfKind(t, kind, e.addrs))
 	// A node timeout far above the test's length: b renews its queue
 	// entries only every 5 node timeouts, so every round b sends is one
 	// the test asked for. No drift allowance but the 2ms floor.

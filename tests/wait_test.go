@@ -204,13 +204,7 @@ func TestLock_isWokenByTheRelease(t *testing.T) {
 			e := newEnv(t, 5)
 			key := newKey(t)
 			holder := e.client()
-			var base []pool.Pool
-			if kind == "pipelined" {
-				base = newPools(t, e.addrs)
-			} else {
-				base = redigoPools(t, e.addrs)
-			}
-			pools, rounds := counted(base)
+			pools, rounds := counted(poolsOfKind(t, kind, e.addrs))
 			waiter := newClient(t, pools, noRefresh)
 
 			held := takeEverywhere(t, e, holder, key, hourTTL)
@@ -233,6 +227,16 @@ func TestLock_isWokenByTheRelease(t *testing.T) {
 			require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 		})
 	}
+}
+
+// poolsOfKind returns pool.New pools for "pipelined", pool.FromRedigo
+// pools otherwise.
+func poolsOfKind(t testing.TB, kind string, addrs []string) []pool.Pool {
+	t.Helper()
+	if kind == "pipelined" {
+		return newPools(t, addrs)
+	}
+	return redigoPools(t, addrs)
 }
 
 // redigoPools returns pool.FromRedigo pools, closed when the test ends.
