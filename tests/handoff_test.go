@@ -381,3 +381,37 @@ func TestScripts_theHeadsRoundOnAFreeKeyLeavesNoQueueWithoutATTL(t *testing.T) {
 		}
 	}
 }
+
+// The scripts, on one real node: a waiter is queued at the priority its
+// Client sent, unless its Client's clock is more than a second off the
+// node's; then the node's clock less the time waited places it.
+func TestScripts_aClientClockASecondOffIsNotTrustedForTheQueuesOrder(t *testing.T) {
+	e := newEnv(t, 1)
+	s := e.nodes[0]
+	acquire := script(wire.Acquire, -1)
+	conn := dialNode(t, s)
+	key := newKey(t)
+	_, err := conn.Do("SET", key, foreignToken, "PX", 60_000)
+	require.NoError(t, err)
+	queue := func(id string, since time.Time, waited time.Duration) float64 {
+		t.Helper()
+		w := wire.Waiter{ID: id, Since: since.UnixMicro(), Waited: waited.Microseconds(), Round: 1, Handoff: id + "/h"}
+		v, err := acquire.Do(conn, testQueue.AcquireArgs(key, id+"/h/1", 10_000, w, "")...)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), v.([]any)[0], "refused and queued")
+		score, err := redis.Float64(conn.Do("ZSCORE", wire.WaitersKey(key), id))
+		require.NoError(t, err)
+		return score
+	}
+	// An honest clock: its wait began 300ms ago, and it says so.
+	since := time.Now().Add(-300 * time.Millisecond)
+	honest := queue("c1.1", since, 300*time.Millisecond)
+	require.Equal(t, float64(since.UnixMicro()), honest, "the priority sent")
+
+	// A clock 10s behind, with a wait of 20ms: placed 20ms before now on
+	// the node's clock, not 10s before everyone else.
+	now := float64(time.Now().UnixMicro())
+	behind := queue("c2.1", time.Now().Add(-10*time.Second), 20*time.Millisecond)
+	require.InDelta(t, now-20_000, behind, 500_000, "placed by the node's clock")
+	require.Greater(t, behind, honest, "behind the waiter that began first")
+}
