@@ -39,6 +39,7 @@ type Node struct {
 var (
 	_ Pool                   = (*Node)(nil)
 	_ async.Starter[*Script] = (*Node)(nil)
+	_ async.TxStarter        = (*Node)(nil)
 	_ Subscriber             = (*Node)(nil)
 	_ Reconnector            = (*Node)(nil)
 	_ ConnReporter           = (*Node)(nil)
@@ -165,6 +166,9 @@ func (n *Node) pipeFor(req *request) *pipe {
 	if len(n.pipes) == 1 {
 		return n.pipes[0]
 	}
+	if req.tx != nil {
+		return n.pipes[n.keySlot(req.txKey)]
+	}
 	return n.pipes[n.slot(req.cmd, req.args)]
 }
 
@@ -187,6 +191,16 @@ func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
 	n.startRequest(req)
 }
 
+// StartTx queues the transaction of cmds (MULTI, cmds, EXEC, in one
+// write, on the connection of the commands on key); EXEC's reply, or a
+// *NodeError, goes to rcv. A command the node refused as it was queued
+// is the error, and none of cmds ran. It is for package redlock.
+func (n *Node) StartTx(rcv async.Receiver, key string, cmds [][]any) {
+	req := getRequest()
+	req.cmd, req.tx, req.txKey, req.rcv = "MULTI", cmds, key, rcv
+	n.startRequest(req)
+}
+
 // startRequest queues req on its connection, or fails it on a closed node.
 func (n *Node) startRequest(req *request) {
 	p := n.pipeFor(req)
@@ -206,10 +220,15 @@ func (n *Node) slot(cmd string, args []any) int {
 	}
 	if len(args) > keyArg {
 		if key, ok := args[keyArg].(string); ok {
-			return int(maphash.String(n.seed, key) % uint64(len(n.pipes)))
+			return n.keySlot(key)
 		}
 	}
 	return 0
+}
+
+// keySlot returns the connection slot of the commands on key.
+func (n *Node) keySlot(key string) int {
+	return int(maphash.String(n.seed, key) % uint64(len(n.pipes)))
 }
 
 // nodeErr tags err with the node and command; a password a lower layer may

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,11 @@ type request struct {
 	rcv   async.Receiver
 	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
 	script *Script
+	// tx, when set, makes the request a transaction (StartTx): MULTI,
+	// these commands (each its name, then its arguments), EXEC; cmd is
+	// "MULTI" and args is unused. txKey picks its connection.
+	tx    [][]any
+	txKey string
 	// The I/O timeout of a caller of Do or Eval whose context ends later:
 	// timer fires at until (zero when not armed).
 	timer *time.Timer
@@ -90,6 +96,7 @@ func (req *request) reset() {
 		req.buf = nil
 	}
 	req.cmd, req.args, req.buf, req.rcv, req.script = "", nil, req.buf[:0], nil, nil
+	req.tx, req.txKey = nil, ""
 }
 
 // newRequest returns a request for cmd with the caller's args, sent as
@@ -682,11 +689,31 @@ func (p *pipe) fit(l *link, batch []*request) []*request {
 // write sends batch on conn in one flush.
 func write(conn redis.Conn, batch []*request) error {
 	for _, r := range batch {
+		if r.tx != nil {
+			if err := writeTx(conn, r.tx); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := conn.Send(r.cmd, r.args...); err != nil {
 			return err
 		}
 	}
 	return conn.Flush()
+}
+
+// writeTx sends the transaction of cmds: MULTI, cmds, EXEC.
+func writeTx(conn redis.Conn, cmds [][]any) error {
+	if err := conn.Send("MULTI"); err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		name, _ := c[0].(string)
+		if err := conn.Send(name, c[1:]...); err != nil {
+			return err
+		}
+	}
+	return conn.Send("EXEC")
 }
 
 // drop closes a link: the reader fails what is still in flight with err
@@ -715,7 +742,13 @@ func (p *pipe) reader(l *link) {
 			p.deliver(r, nil, broken)
 			continue
 		}
-		reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
+		var reply any
+		var err error
+		if r.tx != nil {
+			reply, err = p.receiveTx(l, len(r.tx))
+		} else {
+			reply, err = redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
+		}
 		if !good {
 			good = l.firstReplies(err)
 		}
@@ -731,6 +764,41 @@ func (p *pipe) reader(l *link) {
 		l.outstanding.Add(-1)
 		p.deliver(r, reply, err)
 	}
+}
+
+// receiveTx reads the replies of a transaction of n commands: MULTI's,
+// one per command as it was queued, and EXEC's, which it returns. When
+// the node refused a command as it was queued, EXEC's reply is an
+// EXECABORT error and the refusal is returned instead: it names the
+// cause. A transport error ends the reading.
+func (p *pipe) receiveTx(l *link, n int) (any, error) {
+	var refused error
+	for k := 0; k <= n; k++ {
+		_, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
+		if err == nil {
+			continue
+		}
+		if _, ok := err.(redis.Error); !ok {
+			return nil, err
+		}
+		if refused == nil {
+			refused = err
+		}
+	}
+	reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
+	if re, ok := err.(redis.Error); ok {
+		switch {
+		case refused != nil:
+			return nil, refused
+		case !strings.HasPrefix(string(re), "EXECABORT "):
+			// EXEC refused without discarding the transaction (Redis
+			// and Valkey discard it, "EXECABORT ... because of: NOPERM
+			// ..."): the connection may still be inside it, and would
+			// queue the commands behind it.
+			return nil, fmt.Errorf("%w: EXEC refused (%s), and the connection may be left inside the transaction: closed", errBroken, string(re))
+		}
+	}
+	return reply, err
 }
 
 // dropErr returns the error the link was dropped with (drop), or err when

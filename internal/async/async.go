@@ -33,3 +33,18 @@ type Starter[S any] interface {
 	// answers NOSCRIPT.
 	StartEval(rcv Receiver, script S, keysAndArgs ...any)
 }
+
+// TxStarter is implemented by starters that can also send a transaction:
+// MULTI, the commands, EXEC, written together on one connection, so that
+// the node runs them all or none, with no other client's command between
+// them. The transaction reaches the node in order with the commands
+// started on key (Starter's promise).
+type TxStarter interface {
+	// StartTx queues the transaction of cmds (each a command's name, a
+	// string, then its arguments) and returns at once. The reply (EXEC's
+	// array, one reply per command) goes to rcv.Receive as Start's does;
+	// when the node refuses a command as it is queued (no permission, a
+	// wrong number of arguments), nothing runs and the reply is that
+	// refusal.
+	StartTx(rcv Receiver, key string, cmds [][]any)
+}
