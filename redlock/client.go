@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/clock"
@@ -45,6 +46,9 @@ type Client struct {
 	quorum   int
 	cfg      clientConfig
 	allStart bool // every pool is an async.Starter: rounds need no goroutines
+	// txOff[i] is set once node i refused a transaction's MULTI or EXEC
+	// (ACL): a waiting call's first round sends it the script instead.
+	txOff []atomic.Bool
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	rs         restarts // restart safety (restart.go)
@@ -72,15 +76,8 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	if len(pools) == 0 {
 		return nil, errors.New("redlock: no pools: a lock needs at least one Redis node")
 	}
-	seen := make(map[string]int, len(pools))
-	for i, p := range pools {
-		if isNil(p) {
-			return nil, fmt.Errorf("redlock: pool %d is nil", i)
-		}
-		if j, dup := seen[p.Addr()]; dup {
-			return nil, fmt.Errorf("redlock: pools %d and %d are the same node %s", j, i, p.Addr())
-		}
-		seen[p.Addr()] = i
+	if err := checkPools(pools); err != nil {
+		return nil, err
 	}
 	cfg := clientConfig{
 		driftFactor: defaultDriftFactor,
@@ -105,6 +102,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		cfg:      cfg,
 		bg:       newBackground(),
 		allStart: true,
+		txOff:    make([]atomic.Bool, len(pools)),
 	}
 	c.notify.c = c
 	c.initRestarts()
@@ -117,6 +115,21 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkPools fails on a nil pool and on two pools of one node.
+func checkPools(pools []pool.Pool) error {
+	seen := make(map[string]int, len(pools))
+	for i, p := range pools {
+		if isNil(p) {
+			return fmt.Errorf("redlock: pool %d is nil", i)
+		}
+		if j, dup := seen[p.Addr()]; dup {
+			return fmt.Errorf("redlock: pools %d and %d are the same node %s", j, i, p.Addr())
+		}
+		seen[p.Addr()] = i
+	}
+	return nil
 }
 
 // Close stops the Client: it waits for the commands still running in the

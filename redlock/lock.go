@@ -26,8 +26,10 @@ type Lock struct {
 	// lock sent them, boxed, for its release to reuse; nil otherwise.
 	plainArgs []any
 	// handoffToken is the hand-off token of the Lock call that won the
-	// lock by a round: a node may have set it after the round ran there,
-	// and the release gives it up too. "" otherwise.
+	// lock after waiting: a node may have handed the key over after
+	// another of its rounds, and set that round's token
+	// ("<handoffToken>/<round>"); the release gives those up too. ""
+	// otherwise.
 	handoffToken string
 	// keys are a multi-key lock's keys, sorted (key is the first); nil
 	// for a lock on one key. fences are their fences, with WithFencing.

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,18 @@ type request struct {
 	// slots): a reply counts toward the quorum of the choice it took. A
 	// choice round keeps its replies (keep).
 	choice *choice
+	// tx, when set, is what a pool that sends transactions (txStarter)
+	// is sent instead of the script: a waiting call's first round, which
+	// queues it (wire.QueueTx); its reply is read as the script's
+	// (txReply). Other pools are sent the script.
+	tx *queueTx
+}
+
+// queueTx is a waiting call's first round as a transaction on key.
+type queueTx struct {
+	key  string
+	cmds [][]any
+	w    wire.Waiter // for the clock check (txReply)
 }
 
 // choice is how a choice round reads its replies: which of n choices a
@@ -106,6 +119,7 @@ type round struct {
 type nodeCall struct {
 	r   *round
 	i   int
+	tx  bool    // the node was sent the round's transaction (request.tx)
 	out outcome // filed before i is sent on the round's late channel
 }
 
@@ -113,6 +127,9 @@ type nodeCall struct {
 // one, marks the round settled.
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
+	if nc.tx {
+		reply, err = r.txReply(nc.i, reply, err)
+	}
 	if err != nil {
 		if !replied(err) {
 			r.c.suspect(nc.i) // the pool may reconnect (restart.go)
@@ -258,8 +275,52 @@ func (r *round) unsettled(i int) bool {
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
 	_, ok := r.c.pools[i].(starter)
-	return ok && r.req.script == nil
+	return ok && (r.req.script == nil || i < len(r.calls) && r.calls[i].tx)
 }
+
+// txReply reads node i's answer to the round's transaction as the
+// acquisition script's answer to a refused waiter (wire.ParseQueueTx).
+// When the node placed the waiter by a clock more than a second off its
+// own, it is placed again by the node's clock (ZADD XX, not waited for),
+// as the script does.
+func (r *round) txReply(i int, reply any, err error) (any, error) {
+	if err != nil {
+		// The refusal is the node's reply, or, for EXEC, in the error of
+		// the connection the pool closed after it.
+		msg := err.Error()
+		if k := strings.Index(msg, "NOPERM "); k >= 0 {
+			msg = msg[k:]
+		}
+		if d, ok := asDenial(msg); ok && (d.cmd == "MULTI" || d.cmd == "EXEC") {
+			// A user without transactions: this node is sent the script
+			// from now on. Without MULTI, the node ran the commands one
+			// by one: the entry goes, so that it cannot stand for a place
+			// that ZADD, if refused too, did not take (acquire.lua
+			// queues a waiter that has an entry again).
+			r.c.txOff[i].Store(true)
+			if s, ok := r.c.pools[i].(starter); ok && d.cmd == "MULTI" {
+				s.Start(ignoreReply{}, "DEL", wire.EntryKey(r.req.tx.key, r.req.tx.w.ID))
+			}
+		}
+		return reply, err
+	}
+	t, err := wire.ParseQueueTx(reply)
+	if err != nil {
+		return nil, &pool.NodeError{Addr: r.nodes[i].Addr, Op: "EXEC", Err: err}
+	}
+	if began, bad := r.req.tx.w.Misplaced(t.Micros); t.Added && bad {
+		if s, ok := r.c.pools[i].(starter); ok {
+			s.Start(ignoreReply{}, "ZADD", wire.WaitersKey(r.req.tx.key), "XX", began, r.req.tx.w.ID)
+		}
+	}
+	return t.Refusal, nil
+}
+
+// ignoreReply is the receiver of a command whose reply nobody needs.
+type ignoreReply struct{}
+
+// Receive implements async.Receiver.
+func (ignoreReply) Receive(any, error) {}
 
 // keyToken returns the key and token a plain round (SET NX) sent, boxed:
 // its release reuses them. nil for other rounds.
@@ -457,6 +518,11 @@ const (
 func (r *round) send(i int, when sendTime) {
 	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
+	if t, ok := p.(txStarter); ok && r.req.tx != nil && !r.c.txOff[i].Load() {
+		rcv.tx = true
+		t.StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
+		return
+	}
 	if s, ok := p.(starter); ok {
 		if r.req.script != nil {
 			s.StartEval(rcv, r.req.script, r.req.args...)

@@ -274,6 +274,12 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 				continue
 			}
 		}
+		if w.rounds == 1 && w.token != "" && freeOnSome(qe) {
+			// The first round queued w without taking a key it found
+			// free (waiter.round): a script round takes it, or gives it
+			// to the head of the queue, at once.
+			continue
+		}
 		failures++
 		if err := w.sleep(ctx, qe, failures); err != nil {
 			return nil, err
@@ -296,6 +302,12 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if ww.Round == 1 && w.token != "" {
+		// The first round queues w with a transaction on the pools that
+		// send one, a third of the script's cost to the node; it takes
+		// no key, and a free key makes w ask again at once.
+		g.req.tx = &queueTx{key: w.key, cmds: w.c.queue.QueueTx(w.key, w.ttl.Milliseconds(), ww), w: ww}
+	}
 	g.adopt = func(l *Lock, r *round) {
 		w.queuedBy(r)
 		l.queueID, l.after = w.id, w.sent
@@ -316,6 +328,18 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 	w.ignoreOwn(r)
 	w.listen()
 	return nil, qe, nil
+}
+
+// freeOnSome reports whether a node refused qe's round with a key that
+// had no time left: free, as the first round of a waiter reports a key
+// it found free (wire.QueueTxReply), or running out.
+func freeOnSome(qe *QuorumError) bool {
+	for _, n := range qe.Nodes {
+		if n.Status == NodeRefused && n.TTL == 0 && !n.Reserved {
+			return true
+		}
+	}
+	return false
 }
 
 // next numbers w's next round, once, before it is sent, and returns what
@@ -365,8 +389,13 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	if left := until.Sub(c.cfg.clock.Now()); left <= w.cfg.minValidity || left < w.ttl/2 {
 		return nil
 	}
-	g := grab{name: w.key, key: w.key, token: w.token, ttl: w.ttl, cfg: w.cfg,
-		adopt: func(l *Lock, _ *round) { l.queueID, l.after = w.id, w.sent }}
+	// The nodes that handed the key over set the token of the round they
+	// followed: the lock's token, as if that round had won.
+	g := grab{name: w.key, key: w.key, token: waiterRoundToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
+		adopt: func(l *Lock, _ *round) {
+			l.queueID, l.after = w.id, w.sent
+			l.handoffToken = w.token // nodes that handed it over after an earlier round hold that round's token
+		}}
 	l := c.newLock(ctx, &g, w.last, until)
 	if c.observing() {
 		w.observeHandoff(start, until)
@@ -479,12 +508,9 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	if l != nil {
 		return
 	}
-	// The release of what was handed to it, if anything: it passes to
-	// the next waiter.
-	owned, alt := wire.Reservation(w.id), ""
-	if w.token != "" {
-		owned, alt = w.token, owned
-	}
+	// The release of what was handed to it, if anything (a reservation,
+	// or a token of one of its rounds): it passes to the next waiter.
+	owned, alt := wire.Reservation(w.id), w.token
 	// Owed until each node answers: a node that missed it would keep
 	// the call queued, and what was handed to it held.
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: wire.Release,

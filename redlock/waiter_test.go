@@ -82,9 +82,10 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	w.announce(2, w.id+" 1")
 	l := w.handoff(context.Background())
 	require.NotNil(t, l)
-	require.Equal(t, w.token, l.Token())
+	require.Equal(t, waiterRoundToken(w.token, 1), l.Token(), "what the hand-offs set: the token of the round they followed")
 	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
 	require.Equal(t, w.id, l.queueID, "its release leaves the queue")
+	require.Equal(t, w.token, l.handoffToken, "and gives up what hand-offs after other rounds set")
 
 	// Less than half the TTL left: a round takes the key afresh.
 	clk.Advance(2*time.Second - driftFloor - time.Millisecond) // 5s+1ms left

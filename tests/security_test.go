@@ -29,8 +29,9 @@ var (
 	// TryLock, Extend and Unlock, and Lock, Do and automatic extension
 	// when they do not wait.
 	aclPlain = []string{"set", "get", "del", "pexpire", "publish", "eval", "evalsha"}
-	// Lock and Do that wait, with queueing (the default).
-	aclWaiting = []string{"time", "zadd", "zpopmin", "zrem", "getdel", "pttl", "subscribe", "unsubscribe"}
+	// Lock and Do that wait, with queueing (the default): the first
+	// round is a transaction (multi, exec) on pool.New's nodes.
+	aclWaiting = []string{"time", "zadd", "zpopmin", "zrem", "pttl", "multi", "exec", "subscribe", "unsubscribe"}
 	// WithFencing: a refusal reads the holder's TTL, and a failed
 	// acquisition is released by the script that serves the queue.
 	aclFencing = []string{"pttl", "zpopmin"}
@@ -337,7 +338,6 @@ func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
 		// (TestACL_unlockWithoutPublishSaysTheKeyWasReleased).
 		{cmd: "zpopmin", call: waitingLock, waits: true},
 		{cmd: "zrem", call: unlockAfterWaiting},
-		{cmd: "getdel", call: unlockAfterWaiting},
 		{cmd: "info|server", call: tryLock, restart: true},
 		{cmd: "get", call: tryLock, restart: true},
 		{cmd: "eval", call: tryLock, direct: true, restart: true},
@@ -413,14 +413,19 @@ func TestACL_aWaitEndedByItsDeadlineNamesTheRefusedCommandEveryTime(t *testing.T
 // Without one of the commands that only make waiting efficient, a Lock
 // that waits still gets the key once it is free, and releases it: it
 // polls instead of being woken (subscribe), is not queued (zadd, time),
-// is not told the holder's TTL (pttl), or dials its connections again
+// is not told the holder's TTL (pttl), has its first round refused and
+// sends the script instead (multi, exec), or dials its connections again
 // (ping, unsubscribe). The node's ACL log shows the refusals.
 func TestACL_withoutACommandThatOnlyHelpsWaitingLockStillWorks(t *testing.T) {
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
-	for _, cmd := range []string{"zadd", "time", "pttl", "subscribe", "unsubscribe", "ping"} {
-		t.Run(cmd, func(t *testing.T) {
-			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == cmd }))
+	// Without multi, the node runs the first round's commands one by one;
+	// without zadd as well, they leave an entry but no place, which the
+	// Client deletes (the script would queue its waiter again, and fail).
+	for _, cmds := range [][]string{{"zadd"}, {"time"}, {"pttl"}, {"multi"}, {"exec"}, {"multi", "zadd"}, {"subscribe"}, {"unsubscribe"}, {"ping"}} {
+		cmd := cmds[0]
+		t.Run(strings.Join(cmds, "+"), func(t *testing.T) {
+			setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return slices.Contains(cmds, c) }))
 			// The pub/sub connections are kept alive with PING every
 			// second. (The pool's PING of an idle connection, 10s by
 			// default, is tested without the permission in pool/.)

@@ -4,8 +4,8 @@
 //
 //   - queue: the library's fair hand-off. Per cycle, the holder's release
 //     (release.lua) hands the key to the longest of -waiters waiting
-//     calls, and the releaser queues again with a refused round
-//     (acquire.lua).
+//     calls, and the releaser's next Lock call queues with its first
+//     round, a transaction (wire.QueueTx).
 //   - polling: a polling lock's cycle: SET NX PX, then its release script
 //     (GET, DEL).
 //
@@ -50,41 +50,54 @@ func main() {
 	}
 }
 
-// queue runs the hand-off cycle: waiter i's hand-off token is "h-<id>".
+// queue runs the hand-off cycle: each waiting call is new (its id
+// "c<i>.<n>"), queued by the first round of a waiting Lock, the
+// transaction (wire.QueueTx); its hand-off token is "h-<id>".
 func queue(c redis.Conn, cycles, waiters int) error {
-	acquire := redis.NewScript(-1, wire.Acquire.Source())
 	release := redis.NewScript(2, wire.Release.Source())
 	q := wire.NewQueue(50, 150, 1000) // window, slack, refresh (ms)
 	const key = "hot"
 	ids := make([]string, waiters)
-	rounds := make([]int, waiters)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("c%d.1", i)
-	}
+	calls := make([]int, waiters)
 	handoff := func(i int) string { return "h-" + ids[i] }
 	wait := func(i int) error {
-		rounds[i]++
-		w := wire.Waiter{ID: ids[i], Since: time.Now().UnixMicro(), Round: rounds[i], Handoff: handoff(i)}
-		_, err := acquire.Do(c, q.AcquireArgs(key, fmt.Sprintf("%s.%d", handoff(i), rounds[i]), 10000, w, "")...)
+		calls[i]++
+		ids[i] = fmt.Sprintf("c%d.%d", i, calls[i])
+		w := wire.Waiter{ID: ids[i], Since: time.Now().UnixMicro(), Round: 1, Handoff: handoff(i)}
+		if err := c.Send("MULTI"); err != nil {
+			return err
+		}
+		for _, cmd := range q.QueueTx(key, 10000, w) {
+			if err := c.Send(cmd[0].(string), cmd[1:]...); err != nil {
+				return err
+			}
+		}
+		reply, err := c.Do("EXEC")
+		if err == nil {
+			_, err = wire.ParseQueueTx(reply)
+		}
 		return err
 	}
-	if _, err := c.Do("SET", key, handoff(0), "PX", 10000); err != nil {
-		return err
-	}
-	for i := 1; i < waiters; i++ {
+	for i := 0; i < waiters; i++ {
 		if err := wait(i); err != nil {
 			return err
 		}
 	}
+	if _, err := c.Do("SET", key, handoff(0)+"/1", "PX", 10000); err != nil {
+		return err
+	}
+	if _, err := c.Do("ZREM", wire.WaitersKey(key), ids[0]); err != nil {
+		return err
+	}
 	for k := range cycles {
 		h := k % waiters
-		if r, err := release.Do(c, q.ReleaseArgs(key, handoff(h), ids[h], "")...); err != nil || r != int64(1) {
+		if r, err := release.Do(c, q.ReleaseArgs(key, handoff(h)+"/1", ids[h], handoff(h))...); err != nil || r != int64(1) {
 			return fmt.Errorf("cycle %d: release: %v %v", k, r, err)
 		}
 		if err := wait(h); err != nil {
 			return err
 		}
-		next := handoff((h + 1) % waiters)
+		next := handoff((h+1)%waiters) + "/1" // the token of the round the hand-off followed
 		if v, err := redis.String(c.Do("GET", key)); err != nil || v != next {
 			return fmt.Errorf("cycle %d: the key holds %q (%v), want %q", k, v, err, next)
 		}

@@ -55,12 +55,17 @@ func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) 
 }
 
 // ReleaseArgs are the release script's keys and arguments: key gives up
-// owned (a token, or a waiter's hand-off token or reservation) and alt
-// ("" for none): a lock won by a round also gives up its waiter's
-// hand-off token, which a node may have set after the round ran there.
-// waited is the queue id that leaves the queue ("" for none).
-func (q Queue) ReleaseArgs(key, owned, waited, alt string) []any {
-	return []any{key, WaitersKey(key), owned, waited, alt, q.window}
+// owned (a token, or a waiter's reservation) and, when handoff (a
+// waiting call's hand-off token) is not "", any token of that call's
+// rounds: a hand-off sets the token of the round it followed, and a node
+// may have handed the key over after the round that won the lock, or
+// after an earlier one. waited is the queue id that leaves the queue (""
+// for none).
+func (q Queue) ReleaseArgs(key, owned, waited, handoff string) []any {
+	if handoff != "" {
+		handoff += "/"
+	}
+	return []any{key, WaitersKey(key), owned, waited, handoff, q.window}
 }
 
 // ForceArgs are the forced release's keys and arguments: key is given up

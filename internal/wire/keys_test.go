@@ -39,7 +39,6 @@ func TestKeys_scriptsHoldNoNames(t *testing.T) {
 		`local releasedPrefix = "` + ReleasedPrefix + `"`:                                  true,
 		`local rwMarker = "` + RWMarker + `"`:                                              true,
 		`local entry = queue .. ":" .. id`:                                                 true, // EntryKey
-		`local e = redis.call("GETDEL", queue .. ":" .. queueID)`:                          true, // EntryKey
 		`local ch = handoffPrefix .. (string.match(id, "^([^.]*)%.") or "") .. ":" .. key`: true, // HandoffChannel
 	}
 	seen := map[string]bool{}

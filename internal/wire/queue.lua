@@ -15,10 +15,11 @@ local releasedPrefix = "redlock:released:" -- a key left free is announced on re
 -- expires when the waiter is due back and is not: "<round> <ttl> <hand-off
 -- token>", the waiter's latest round that ran here, its TTL in ms and its
 -- hand-off token, or "<round>" alone for a waiter that takes no hand-off.
--- Once a release hands the key to the waiter, the entry starts with "h",
--- lasts as long as the token, and the waiter is no longer in the queue.
--- Every value is kept as the string the Client sent: the scripts format
--- no number.
+-- A waiter new on the node is queued by its Client without a script, by a
+-- transaction that writes what acquire.lua would (wire.QueueTx). Once a
+-- release hands the key to the waiter, the waiter is no longer in the
+-- queue, and its entry is left to run out. Every value is kept as the
+-- string the Client sent: the scripts format no number.
 
 -- giveToHead gives the lock key (free, or being released by its holder)
 -- to the longest waiter whose entry is live, announces it, and returns
@@ -28,9 +29,11 @@ local releasedPrefix = "redlock:released:" -- a key left free is announced on re
 -- (its round takes the key, and puts it back in the queue if its entry is
 -- live: acquire.lua). The head leaves the queue, and waiters whose
 -- entries ran out (they left without saying so) are dropped on the way,
--- 64 at most. A waiter with a hand-off token gets it, with its TTL, and
--- holds the key here without asking again; its entry, marked "h", lasts
--- as long as the token, so that its late rounds are refused. A waiter
+-- 64 at most. A waiter with a hand-off token gets the token of its round
+-- that ran here last, "<hand-off token>/<round>" (what that round sets
+-- when it takes the key), with its TTL, and holds the key here without
+-- asking again: a later round of it is refused unless it is newer
+-- (acquire.lua), whatever became of the entry. A waiter
 -- without one (a fenced one) gets a reservation (reservedPrefix .. its
 -- id) for window ms: SET NX from anyone fails, and the acquisition
 -- script lets that waiter in. Either is announced to the waiter's Client
@@ -46,14 +49,11 @@ local function giveToHead(window, except)
 		local e = redis.call("GET", entry)
 		if e then
 			local ch = handoffPrefix .. (string.match(id, "^([^.]*)%.") or "") .. ":" .. key
-			local r, ttl, v = string.match(e, "^h?(%d+) (%d+) (.+)$")
-			local msg = id
-			if v then
+			local r, ttl, mine = string.match(e, "^(%d+) (%d+) (.+)$")
+			local msg, v = id, nil
+			if mine then
+				v = mine .. "/" .. r
 				redis.call("SET", key, v, "PX", ttl)
-				if string.byte(e) ~= 104 then -- "h"
-					e = "h" .. e
-				end
-				redis.call("SET", entry, e, "PX", ttl)
 				msg = id .. " " .. r
 			else
 				v = reservedPrefix .. id

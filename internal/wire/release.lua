@@ -5,7 +5,7 @@
 -- queue.lua and give_up.lua come first: they name KEYS[1..2] (key, queue).
 local owned = ARGV[1] -- the value the caller owns
 local queueID = ARGV[2] -- the caller's queue id, "" for none: it leaves the queue even where the key is not its own
-local alt = ARGV[3] -- a second value the caller owns, "" for none (the hand-off token of a waiter that won by a round)
+local alt = ARGV[3] -- what starts the values the caller also owns, "" for none: "<hand-off token>/", the tokens of its rounds, which hand-offs set too
 local window = ARGV[4] -- the reservation window in ms, "0" for none (then the key goes to no waiter)
 
 -- With a live waiter queued and a window, the key is not deleted but
@@ -15,15 +15,12 @@ local window = ARGV[4] -- the reservation window in ms, "0" for none (then the k
 -- otherwise; {1, error} when it was given up but the node refused to
 -- announce it (PUBLISH denied).
 if queueID ~= "" then
-	-- A waiter handed the key (its entry starts with "h") is no longer
-	-- in the queue.
-	local e = redis.call("GETDEL", queue .. ":" .. queueID)
-	if not e or string.byte(e) ~= 104 then
-		redis.call("ZREM", queue, queueID)
-	end
+	-- Its entry is left to run out: out of the queue, it is handed
+	-- nothing.
+	redis.call("ZREM", queue, queueID)
 end
 local v = redis.call("GET", key)
-if v ~= owned and (alt == "" or v ~= alt) then
+if not v or v ~= owned and (alt == "" or string.find(v, alt, 1, true) ~= 1) then
 	return 0
 end
 return giveUp(window)
