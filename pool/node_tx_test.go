@@ -67,9 +67,12 @@ func TestNode_StartTx_anEXECRefusedLeavesNoTransactionOpen(t *testing.T) {
 	rec := newRecorder(1)
 	n.StartTx(rec, "tx:k", [][]any{{"SET", "tx:k", "v"}})
 	r := rec.next(t)
-	requireNodeError(t, r.err, s.Addr())
-	require.ErrorContains(t, r.err, "NOPERM")
-	require.ErrorContains(t, r.err, "'exec'")
+	ne := requireNodeError(t, r.err, s.Addr())
+	var re pool.ReplyError
+	require.ErrorAs(t, r.err, &re)
+	require.True(t, strings.HasPrefix(string(re), "NOPERM "), "the refusal, not EXECABORT: %q", re)
+	require.Contains(t, string(re), "'exec'")
+	require.True(t, ne.Replied())
 	_, err = redis.String(s.Do("GET", "tx:k"))
 	require.ErrorIs(t, err, redis.ErrNil, "the SET did not run")
 

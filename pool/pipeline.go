@@ -787,9 +787,12 @@ func (p *pipe) receiveTx(l *link, n int) (any, error) {
 	}
 	reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
 	if re, ok := err.(redis.Error); ok {
-		switch {
+		const because = "because of: " // Redis and Valkey: EXEC itself refused, the refusal follows
+		switch k := strings.Index(string(re), because); {
 		case refused != nil:
 			return nil, refused
+		case strings.HasPrefix(string(re), "EXECABORT ") && k >= 0:
+			return nil, re[k+len(because):]
 		case !strings.HasPrefix(string(re), "EXECABORT "):
 			// EXEC refused without discarding the transaction (Redis
 			// and Valkey discard it, "EXECABORT ... because of: NOPERM

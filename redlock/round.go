@@ -275,7 +275,7 @@ func (r *round) unsettled(i int) bool {
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
 	_, ok := r.c.pools[i].(starter)
-	return ok && (r.req.script == nil || i < len(r.calls) && r.calls[i].tx)
+	return ok && (r.req.script == nil || r.req.tx != nil && i < len(r.calls) && r.calls[i].tx)
 }
 
 // txReply reads node i's answer to the round's transaction as the
@@ -421,6 +421,12 @@ func (r *round) sendAll(ctx context.Context) {
 		r.ctx, r.cancel = c.nodeContext(ctx)
 	}
 	r.start = c.cfg.clock.Now()
+	if r.req.tx != nil {
+		for i, p := range c.pools {
+			_, ok := p.(txStarter)
+			r.calls[i].tx = ok && !c.txOff[i].Load()
+		}
+	}
 	for i := range c.pools {
 		if r.req.after.on(i) {
 			go func() {
@@ -518,9 +524,8 @@ const (
 func (r *round) send(i int, when sendTime) {
 	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
-	if t, ok := p.(txStarter); ok && r.req.tx != nil && !r.c.txOff[i].Load() {
-		rcv.tx = true
-		t.StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
+	if rcv.tx {
+		p.(txStarter).StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
 		return
 	}
 	if s, ok := p.(starter); ok {
