@@ -3,7 +3,6 @@ package wire
 import (
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // QueueTx is the transaction (MULTI ... EXEC) that queues the waiting
@@ -54,14 +53,22 @@ func ParseQueueTx(reply any) (QueueTxReply, error) {
 		return QueueTxReply{}, fmt.Errorf("unexpected reply %v to the queue's transaction", reply)
 	}
 	r.Added, r.Micros = added == 1, now
-	switch v, ok := String(vs[4]); {
-	case vs[4] == nil:
+	var v []byte // the key's value, read without a copy
+	switch x := vs[4].(type) {
+	case nil:
 		r.Free, r.Refusal = true, []any{int64(CodeHeld), int64(0)}
-	case !ok:
+		return r, nil
+	case []byte:
+		v = x
+	case string:
+		v = []byte(x)
+	default:
 		return QueueTxReply{}, fmt.Errorf("unexpected reply %v to the queue's transaction", reply)
-	case v == RWMarker:
+	}
+	switch {
+	case string(v) == RWMarker:
 		r.Refusal = []any{int64(CodeKind)}
-	case strings.HasPrefix(v, ReservedPrefix):
+	case len(v) >= len(ReservedPrefix) && string(v[:len(ReservedPrefix)]) == ReservedPrefix:
 		r.Refusal = []any{int64(CodeReserved), pttl}
 	default:
 		r.Refusal = []any{int64(CodeHeld), pttl}
@@ -75,17 +82,25 @@ func parseTime(v any) (int64, bool) {
 	if !ok || len(vs) != 2 {
 		return 0, false
 	}
-	s, ok1 := String(vs[0])
-	us, ok2 := String(vs[1])
-	if !ok1 || !ok2 {
+	sec, ok1 := digits(vs[0], 12)
+	micro, ok2 := digits(vs[1], 6)
+	return sec*1_000_000 + micro, ok1 && ok2
+}
+
+// digits reads a bulk string of 1 to max decimal digits, without a copy.
+func digits(v any, max int) (int64, bool) {
+	b, ok := v.([]byte)
+	if !ok || len(b) == 0 || len(b) > max {
 		return 0, false
 	}
-	sec, err1 := strconv.ParseInt(s, 10, 64)
-	micro, err2 := strconv.ParseInt(us, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
 	}
-	return sec*1_000_000 + micro, true
+	return n, true
 }
 
 // Misplaced reports whether a node whose clock read nodeMicros when it
