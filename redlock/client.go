@@ -46,6 +46,7 @@ type Client struct {
 	quorum   int
 	cfg      clientConfig
 	allStart bool // every pool is an async.Starter: rounds need no goroutines
+	allTx    bool // every pool is a txStarter
 	// txOff[i] is set once node i refused a transaction's MULTI or EXEC
 	// (ACL): a waiting call's first round sends it the script instead.
 	txOff []atomic.Bool
@@ -102,6 +103,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		cfg:      cfg,
 		bg:       newBackground(),
 		allStart: true,
+		allTx:    true,
 		txOff:    make([]atomic.Bool, len(pools)),
 	}
 	c.notify.c = c
@@ -110,9 +112,9 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.tokenPrefix = c.id + ":"
 	c.queue = wire.NewQueue(c.windowMs(), c.entrySlack().Milliseconds(), c.refresh().Milliseconds())
 	for _, p := range pools {
-		if _, ok := p.(starter); !ok {
-			c.allStart = false
-		}
+		_, start := p.(starter)
+		_, tx := p.(txStarter)
+		c.allStart, c.allTx = c.allStart && start, c.allTx && tx
 	}
 	return c, nil
 }
@@ -271,6 +273,31 @@ func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wir
 	}
 	g.req.gate = true // restart safety: only trusted nodes count
 	return g, nil
+}
+
+// queueGrab describes the first round of the waiting call w on key as a
+// transaction (wire.QueueTx) on every node: it queues w and reads the
+// key, and takes nothing. Only when txReady.
+func (c *Client) queueGrab(key string, ttl time.Duration, cfg lockConfig, w wire.Waiter) grab {
+	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, kind: kindMutex, token: waiterRoundToken(w.Handoff, w.Round)}
+	g.req = request{tx: &queueTx{key: key, cmds: c.queue.QueueTx(key, ttl.Milliseconds(), w), w: w},
+		status: grantStatus, keep: true, gate: true}
+	return g
+}
+
+// txReady reports whether a waiting call's first round can be a
+// transaction: every pool sends them (pool.New's), and no node refused
+// one.
+func (c *Client) txReady() bool {
+	if !c.allTx {
+		return false
+	}
+	for i := range c.txOff {
+		if c.txOff[i].Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // newLock returns the handle of the lock g's round r (or the hand-offs

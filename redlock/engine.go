@@ -62,7 +62,7 @@ func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
 		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token, "")
 	case g.kind == kindMulti:
 		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
-	case g.req.script == nil:
+	case g.req.script == nil && g.req.tx == nil:
 		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
 	}
 	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")

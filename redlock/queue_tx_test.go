@@ -37,12 +37,10 @@ func txClient(t *testing.T) (*Client, redis.Conn) {
 // queueRound runs the first round of the waiter w on key by transaction.
 func queueRound(t *testing.T, c *Client, key string, w wire.Waiter) *round {
 	t.Helper()
-	g, err := c.mutexGrab(key, 10*time.Second, lockConfig{}, &w)
-	require.NoError(t, err)
-	g.req.tx = &queueTx{key: key, cmds: c.queue.QueueTx(key, 10_000, w), w: w}
+	require.True(t, c.txReady(), "pool.New's nodes send transactions")
+	g := c.queueGrab(key, 10*time.Second, lockConfig{}, w)
 	r, err := c.run(context.Background(), g.req)
 	require.NoError(t, err)
-	require.True(t, r.calls[0].tx, "the node was sent the transaction")
 	return r
 }
 

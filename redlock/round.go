@@ -38,10 +38,10 @@ type request struct {
 	// slots): a reply counts toward the quorum of the choice it took. A
 	// choice round keeps its replies (keep).
 	choice *choice
-	// tx, when set, is what a pool that sends transactions (txStarter)
-	// is sent instead of the script: a waiting call's first round, which
-	// queues it (wire.QueueTx); its reply is read as the script's
-	// (txReply). Other pools are sent the script.
+	// tx, when set, is a transaction sent to every node (all are
+	// txStarters) instead of a command: a waiting call's first round,
+	// which queues it (wire.QueueTx); its reply is read as the
+	// acquisition script's (txReply).
 	tx *queueTx
 }
 
@@ -119,7 +119,6 @@ type round struct {
 type nodeCall struct {
 	r   *round
 	i   int
-	tx  bool    // the node was sent the round's transaction (request.tx)
 	out outcome // filed before i is sent on the round's late channel
 }
 
@@ -127,7 +126,7 @@ type nodeCall struct {
 // one, marks the round settled.
 func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
-	if nc.tx {
+	if r.req.tx != nil {
 		reply, err = r.txReply(nc.i, reply, err)
 	}
 	if err != nil {
@@ -262,8 +261,9 @@ func (r *round) next() outcome { return r.calls[<-r.late].out }
 // and r has not settled since. A command that follows up on the round (the
 // release of an acquired lock) must not overtake the round's own command
 // on that node: it would find nothing, and the late command would then
-// land and stay. It cannot when r sent a plain command (SET NX) to a
-// async.Starter, which keeps the order of the commands started on one key:
+// land and stay. It cannot when r sent a plain command (SET NX) or a
+// transaction to a async.Starter, which keeps the order of the commands
+// started on one key:
 // the follow-up goes right behind it, without waiting. (A script may be
 // sent again after NOSCRIPT, behind later commands: its round is waited
 // for.)
@@ -275,7 +275,7 @@ func (r *round) unsettled(i int) bool {
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
 	_, ok := r.c.pools[i].(starter)
-	return ok && (r.req.script == nil || r.req.tx != nil && i < len(r.calls) && r.calls[i].tx)
+	return ok && r.req.script == nil
 }
 
 // txReply reads node i's answer to the round's transaction as the
@@ -421,12 +421,6 @@ func (r *round) sendAll(ctx context.Context) {
 		r.ctx, r.cancel = c.nodeContext(ctx)
 	}
 	r.start = c.cfg.clock.Now()
-	if r.req.tx != nil {
-		for i, p := range c.pools {
-			_, ok := p.(txStarter)
-			r.calls[i].tx = ok && !c.txOff[i].Load()
-		}
-	}
 	for i := range c.pools {
 		if r.req.after.on(i) {
 			go func() {
@@ -524,7 +518,7 @@ const (
 func (r *round) send(i int, when sendTime) {
 	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
-	if rcv.tx {
+	if r.req.tx != nil {
 		p.(txStarter).StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
 		return
 	}

@@ -298,15 +298,17 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 	}
 	w.forget()
 	ww := w.next()
-	g, err := w.c.mutexGrab(w.key, w.ttl, w.cfg, &ww)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ww.Round == 1 && w.token != "" {
-		// The first round queues w with a transaction on the pools that
-		// send one, a third of the script's cost to the node; it takes
-		// no key, and a free key makes w ask again at once.
-		g.req.tx = &queueTx{key: w.key, cmds: w.c.queue.QueueTx(w.key, w.ttl.Milliseconds(), ww), w: ww}
+	var g grab
+	if ww.Round == 1 && w.token != "" && w.c.txReady() {
+		// The first round queues w with a transaction, a third of the
+		// script's cost to the node; it takes no key, and a free key
+		// makes w ask again at once.
+		g = w.c.queueGrab(w.key, w.ttl, w.cfg, ww)
+	} else {
+		var err error
+		if g, err = w.c.mutexGrab(w.key, w.ttl, w.cfg, &ww); err != nil {
+			return nil, nil, err
+		}
 	}
 	g.adopt = func(l *Lock, r *round) {
 		w.queuedBy(r)

@@ -30,10 +30,11 @@ func (q Queue) QueueTx(key string, ms int64, w Waiter) [][]any {
 
 // QueueTxReply is what a node answered to QueueTx.
 type QueueTxReply struct {
-	// Refusal is what acquire.lua answers a refused waiter: {CodeHeld,
-	// pttl}, {CodeReserved, pttl} or {CodeKind}; for a free key
-	// {CodeHeld, 0}: held for no more time, a script round takes it.
-	Refusal []any
+	// Refusal is what acquire.lua answers a refused waiter, a []any:
+	// {CodeHeld, pttl}, {CodeReserved, pttl} or {CodeKind}; for a free
+	// key {CodeHeld, 0}: held for no more time, a script round takes it.
+	// It is boxed once, as a reply is.
+	Refusal any
 	Free    bool  // the key was free: w is queued, and holds nothing
 	Added   bool  // ZADD placed w (it was not queued on the node)
 	Micros  int64 // the node's clock (TIME), µs

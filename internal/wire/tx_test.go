@@ -39,7 +39,7 @@ func TestParseQueueTx_readsTheKeyAsTheScriptWould(t *testing.T) {
 	} {
 		got, err := ParseQueueTx(reply(tc.v, tc.pttl))
 		require.NoError(t, err, tc.name)
-		require.Equal(t, tc.refusal, got.Refusal, tc.name)
+		require.Equal(t, any(tc.refusal), got.Refusal, tc.name)
 		require.Equal(t, tc.free, got.Free, tc.name)
 		require.True(t, got.Added, tc.name)
 		require.Equal(t, int64(1_700_000_000_000_250), got.Micros, tc.name)
