@@ -429,3 +429,48 @@ func TestScripts_aClientClockASecondOffIsNotTrustedForTheQueuesOrder(t *testing.
 	require.InDelta(t, now-20_000, behind, 500_000, "placed by the node's clock")
 	require.Greater(t, behind, honest, "behind the waiter that began first")
 }
+
+// A lock won after waiting owns the tokens of its call's other rounds: a
+// node may have handed the key over after an earlier round (it sets that
+// round's token) while the lock was won with a later one. Extend and
+// Unlock count such a node as the lock's; a node that holds another
+// call's token is not.
+func TestLock_aLockThatWaitedExtendsAndReleasesWhatAHandOffAfterAnotherRoundSet(t *testing.T) {
+	e := newEnv(t, 5)
+	c := e.client()
+	key := newKey(t)
+	call := "c0ffee.1q2w3e/0f8fad5b-d9cb-469f-a165-70867728950e" // a waiting call's hand-off token
+	token := call + "/3"                                         // its lock, won by round 3
+	set := func(i int, v string) {
+		_, err := e.nodes[i].Do("SET", key, v, "PX", 60_000)
+		require.NoError(t, err, "node %d", i)
+	}
+	// Nodes 0-2 handed the key over after round 2; 3 and 4 took round 3.
+	for i := range e.nodes {
+		set(i, token)
+		if i < 3 {
+			set(i, call+"/2")
+		}
+	}
+	l := c.Restore(key, token)
+	require.NoError(t, l.Extend(ctxT(t, quickly), longTTL), "every node holds one of the call's tokens")
+	for i := range 3 {
+		require.InDelta(t, longTTL, pttl(t, e.nodes[i], key), float64(quickly), "node %d was extended: its 60s became the new TTL", i)
+	}
+
+	// Another call's tokens, and a value that only starts like the
+	// call's, are not the lock's.
+	set(0, "c0ffee.1q2w3e/00000000-0000-0000-0000-000000000000/2")
+	set(1, call+"x/2")
+	set(2, foreignToken)
+	err := l.Extend(ctxT(t, quickly), longTTL)
+	require.ErrorIs(t, err, redlock.ErrLockLost, "2 of 5")
+
+	set(0, call+"/1")
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	requireAbsent(t, e.nodes, 0, key)
+	requireValue(t, e.nodes, 1, key, call+"x/2")
+	requireForeignIntact(t, e.nodes, 2, key)
+	requireAbsent(t, e.nodes, 3, key)
+	requireAbsent(t, e.nodes, 4, key)
+}

@@ -95,8 +95,13 @@ func SetArgs(key, token string, ms int64) []any {
 }
 
 // ExtendArgs are the extension script's keys and arguments: key, if it
-// holds token, lives ms from now.
-func ExtendArgs(key, token string, ms int64) []any {
+// holds token, lives ms from now; with handoff (a waiting call's hand-off
+// token, "" for none), also if it holds a token of another of the call's
+// rounds, which a hand-off sets.
+func ExtendArgs(key, token string, ms int64, handoff string) []any {
+	if handoff != "" {
+		return []any{key, token, ms, handoff + "/"}
+	}
 	return []any{key, token, ms}
 }
 

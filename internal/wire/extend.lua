@@ -4,9 +4,11 @@
 local key = KEYS[1] -- the lock key
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the new TTL in ms
+local also = ARGV[3] -- for a lock that waited, "<hand-off token>/": the tokens of its call's other rounds, which a hand-off may have set here, are ours too; nil otherwise
 
 -- Returns 1 when the key was ours and now lives ttl ms, 0 otherwise.
-if redis.call("GET", key) == token then
+local v = redis.call("GET", key)
+if v == token or also and v and string.find(v, also, 1, true) == 1 then
 	return redis.call("PEXPIRE", key, ttl)
 end
 return 0
