@@ -8,6 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/async"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
@@ -108,4 +109,40 @@ func TestQueueTx_readsTheKeyAsTheScriptDoes(t *testing.T) {
 	r = queueRound(t, c, key, w("rw"))
 	require.Equal(t, NodeFailed, r.nodes[0].Status)
 	require.ErrorIs(t, r.nodes[0].Err, errHeldAsRW)
+}
+
+// txFake is a pool that takes transactions and answers them with reply.
+type txFake struct {
+	syncStarter
+	reply any
+}
+
+func (f txFake) StartTx(rcv async.Receiver, _ string, _ [][]any) { rcv.Receive(f.reply, nil) }
+
+// A node that answers the transaction with something else fails the round
+// with an error that names it and says what it sent; it grants nothing.
+func TestQueueTx_aHostileReplyFailsTheNodeNamingIt(t *testing.T) {
+	nodes := newTestNodes(t, 3)
+	now := []any{[]byte("1700000000"), []byte("1")}
+	replies := []any{"OK", []any{"OK", int64(1), int64(1), now, int64(5), int64(9)}, []any{"OK", int64(1), int64(1), now, []byte("x"), int64(9)}} // the third is well formed
+	pools := make([]pool.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = txFake{syncStarter{n}, replies[i]}
+	}
+	c, err := New(pools, WithRestartSafety(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.True(t, c.txReady())
+	w := wire.Waiter{ID: c.id + ".1", Since: time.Now().UnixMicro(), Round: 1, Handoff: c.id + ".1/h"}
+	g := c.queueGrab("k", 10*time.Second, lockConfig{}, w)
+	r, err := c.run(context.Background(), g.req)
+	require.NoError(t, err)
+	require.False(t, r.ok)
+	for i := range 2 {
+		require.Equal(t, NodeFailed, r.nodes[i].Status, "node %d", i)
+		var ne *pool.NodeError
+		require.ErrorAs(t, r.nodes[i].Err, &ne, "node %d", i)
+		require.Equal(t, nodes[i].Addr(), ne.Addr)
+		require.ErrorContains(t, r.nodes[i].Err, "unexpected reply", "node %d", i)
+	}
 }
