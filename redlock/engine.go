@@ -133,8 +133,12 @@ func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) e
 }
 
 // owe releases, in the background, every node that may hold the token of
-// g's round r (owed.go).
+// g's round r (owed.go). A transaction (a waiting call's first round)
+// takes no key: it owes nothing.
 func (c *Client) owe(ctx context.Context, g *grab, r *round) {
+	if g.req.tx != nil {
+		return
+	}
 	script, args := g.release(c, -1)
 	c.oweRelease(ctx, script, args, r, g.ttl, -1)
 }

@@ -144,7 +144,7 @@ func TestNotify_aHandOffReachesTheWaiterItNamesOnly(t *testing.T) {
 	for i, n := range nodes {
 		waitHandOff(t, n, ofB[i], a.id, b.id)
 		v, _ := n.get("k")
-		require.Equal(t, waiterRoundToken(first.token, 1), v, "node %d: the token of first's round the hand-off followed", i)
+		require.Equal(t, handedOffToken(first.token, 1), v, "node %d: what a hand-off after first's round 1 sets", i)
 	}
 	require.Equal(t, []int{1, 1, 1}, granted(first))
 	require.Equal(t, []int{0, 0, 0}, granted(second))
@@ -155,7 +155,7 @@ func TestNotify_aHandOffReachesTheWaiterItNamesOnly(t *testing.T) {
 
 	got = first.handoff(ctx)
 	require.NotNil(t, got, "a quorum handed the key to first")
-	require.Equal(t, waiterRoundToken(first.token, 1), got.Token())
+	require.Equal(t, handedOffToken(first.token, 1), got.Token())
 	require.NoError(t, got.Unlock(ctx))
 }
 

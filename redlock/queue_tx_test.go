@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -146,3 +147,34 @@ func TestQueueTx_aHostileReplyFailsTheNodeNamingIt(t *testing.T) {
 		require.ErrorContains(t, r.nodes[i].Err, "unexpected reply", "node %d", i)
 	}
 }
+
+// The transaction takes no key, so a failed first round owes no release,
+// even to nodes whose reply was lost: a release of the round's token
+// could only ever find what a node handed over after that round.
+func TestQueueTx_aFailedTransactionOwesNoRelease(t *testing.T) {
+	nodes := newTestNodes(t, 3)
+	lost := &pool.NodeError{Addr: "x", Op: "MULTI", Err: errors.New("connection reset")}
+	pools := make([]pool.Pool, len(nodes))
+	for i, n := range nodes {
+		pools[i] = txFailer{syncStarter{n}, lost}
+	}
+	c, err := New(pools, WithRestartSafety(0))
+	require.NoError(t, err)
+	w := wire.Waiter{ID: c.id + ".1", Since: time.Now().UnixMicro(), Round: 1, Handoff: c.id + ".1/h"}
+	g := c.queueGrab("k", 10*time.Second, lockConfig{}, w)
+	_, _, err = c.take(context.Background(), &g)
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.NoError(t, c.Close()) // waits for whatever was owed
+	for i, n := range nodes {
+		require.Zero(t, n.count(callRelease), "node %d", i)
+	}
+}
+
+// txFailer is a pool whose transactions fail with err, as on a connection
+// that broke before the reply.
+type txFailer struct {
+	syncStarter
+	err error
+}
+
+func (f txFailer) StartTx(rcv async.Receiver, _ string, _ [][]any) { rcv.Receive(nil, f.err) }

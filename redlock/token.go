@@ -81,10 +81,18 @@ func waiterRoundToken(handoff string, n int) string {
 	return handoff + "/" + strconv.Itoa(n)
 }
 
+// handedOffToken is what a node that handed the key to a waiting call
+// after its round n sets (queue.lua): not round n's own token, which the
+// release of round n, should it fail, gives up.
+func handedOffToken(handoff string, n int) string {
+	return handoff + "/h" + strconv.Itoa(n)
+}
+
 // waitToken reads a token made for a Lock call that waited: its hand-off
-// token ("<call id>/<uuid>") or a round token of it ("<hand-off
-// token>/<round>"). It returns the call's id, and the hand-off token when
-// token is a round token; ok is false for any other token.
+// token ("<call id>/<uuid>"), a round token of it ("<hand-off
+// token>/<round>"), or what a hand-off after a round sets ("<hand-off
+// token>/h<round>"). It returns the call's id, and the hand-off token
+// for the last two; ok is false for any other token.
 func waitToken(token string) (id, handoff string, ok bool) {
 	id, rest, found := strings.Cut(token, "/")
 	if !found || !waiterID(id) {
@@ -97,7 +105,8 @@ func waitToken(token string) (id, handoff string, ok bool) {
 	if !isRound {
 		return id, "", true
 	}
-	if n, err := strconv.Atoi(round); err != nil || n < 1 || strconv.Itoa(n) != round {
+	digits := strings.TrimPrefix(round, "h")
+	if n, err := strconv.Atoi(digits); err != nil || n < 1 || strconv.Itoa(n) != digits {
 		return "", "", false
 	}
 	return id, id + "/" + secret, true

@@ -391,9 +391,9 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	if left := until.Sub(c.cfg.clock.Now()); left <= w.cfg.minValidity || left < w.ttl/2 {
 		return nil
 	}
-	// The nodes that handed the key over set the token of the round they
-	// followed: the lock's token, as if that round had won.
-	g := grab{name: w.key, key: w.key, token: waiterRoundToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
+	// The lock's token is what the nodes that handed the key over after
+	// the round set.
+	g := grab{name: w.key, key: w.key, token: handedOffToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
 		adopt: func(l *Lock, _ *round) {
 			l.queueID, l.after = w.id, w.sent
 			l.handoffToken = w.token // nodes that handed it over after an earlier round hold that round's token

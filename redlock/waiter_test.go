@@ -82,7 +82,7 @@ func TestClient_handoffCountsTheValidityFromTheLatestRound(t *testing.T) {
 	w.announce(2, w.id+" 1")
 	l := w.handoff(context.Background())
 	require.NotNil(t, l)
-	require.Equal(t, waiterRoundToken(w.token, 1), l.Token(), "what the hand-offs set: the token of the round they followed")
+	require.Equal(t, handedOffToken(w.token, 1), l.Token(), "what the hand-offs after round 1 set")
 	require.Equal(t, round.Add(ttl-driftFloor), l.Until())
 	require.Equal(t, w.id, l.queueID, "its release leaves the queue")
 	require.Equal(t, w.token, l.handoffToken, "and gives up what hand-offs after other rounds set")
@@ -219,6 +219,9 @@ func TestWaitToken(t *testing.T) {
 	}{
 		{id + "/" + secret, id, "", true},
 		{id + "/" + secret + "/7", id, id + "/" + secret, true},
+		{id + "/" + secret + "/h7", id, id + "/" + secret, true}, // what a hand-off after round 7 sets
+		{id + "/" + secret + "/h", "", "", false},
+		{id + "/" + secret + "/hh7", "", "", false},
 		{secret, "", "", false},                    // a round of a call that did not wait
 		{"token-from-the-request", "", "", false},  // someone's own token
 		{id + "/" + secret + "/07", "", "", false}, // not a round number as Lock writes it

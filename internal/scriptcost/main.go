@@ -83,7 +83,7 @@ func queue(c redis.Conn, cycles, waiters int) error {
 			return err
 		}
 	}
-	if _, err := c.Do("SET", key, handoff(0)+"/1", "PX", 10000); err != nil {
+	if _, err := c.Do("SET", key, handoff(0)+"/h1", "PX", 10000); err != nil {
 		return err
 	}
 	if _, err := c.Do("ZREM", wire.WaitersKey(key), ids[0]); err != nil {
@@ -91,13 +91,13 @@ func queue(c redis.Conn, cycles, waiters int) error {
 	}
 	for k := range cycles {
 		h := k % waiters
-		if r, err := release.Do(c, q.ReleaseArgs(key, handoff(h)+"/1", ids[h], handoff(h))...); err != nil || r != int64(1) {
+		if r, err := release.Do(c, q.ReleaseArgs(key, handoff(h)+"/h1", ids[h], handoff(h))...); err != nil || r != int64(1) {
 			return fmt.Errorf("cycle %d: release: %v %v", k, r, err)
 		}
 		if err := wait(h); err != nil {
 			return err
 		}
-		next := handoff((h+1)%waiters) + "/1" // the token of the round the hand-off followed
+		next := handoff((h+1)%waiters) + "/h1" // what a hand-off after round 1 sets
 		if v, err := redis.String(c.Do("GET", key)); err != nil || v != next {
 			return fmt.Errorf("cycle %d: the key holds %q (%v), want %q", k, v, err, next)
 		}

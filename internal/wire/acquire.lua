@@ -22,11 +22,11 @@ local rwMarker = "redlock:rwlock" -- what the key holds while a read-write lock 
 -- A release gives the key to the head of the queue (giveToHead,
 -- queue.lua), and so does a waiter that finds the key free while an older
 -- waiter is queued (the holder's key ran out, nobody released it).
--- A round replaces a token of an older round of the same waiter (set by
--- a hand-off that followed that round, or by the round itself) with its
--- token; a round not newer than the one that set it arrived late: it must
--- not take back what the waiter was told it holds, nor queue the waiter
--- again.
+-- A round replaces a value that names an older round of the same waiter
+-- (the round's own token "<hand-off token>/<round>", or a hand-off that
+-- followed it, "<hand-off token>/h<round>") with its token; a round not
+-- newer than the one named arrived late: it must not take back what the
+-- waiter was told it holds, nor queue the waiter again.
 -- Returns 1 when acquired, {1, counter, epoch} with fencing; {0, pttl}
 -- when the key is held, pttl its ms left (-1: no TTL); {2, pttl} when it
 -- is reserved for another waiter, pttl the reservation's ms left; {4}
@@ -39,11 +39,10 @@ local entry = queue .. ":" .. id
 
 local own = not v or (id ~= "" and #v == #reservedPrefix + #id and v == reservedPrefix .. id)
 if not own and mine ~= "" and string.find(v, mine, 1, true) == 1 and string.byte(v, #mine + 1) == 47 then -- "/"
-	-- "<hand-off token>/<round>": the waiter holds the key here, by a
-	-- hand-off or a round. This round takes it over when it is newer;
-	-- otherwise it is late (the waiter may count the hand-off as held),
-	-- is refused, and writes nothing.
-	local r = tonumber(string.sub(v, #mine + 2))
+	-- The waiter holds the key here, by a round or a hand-off. This round
+	-- takes it over when it is newer; otherwise it is late (the waiter
+	-- may count the hand-off as held), is refused, and writes nothing.
+	local r = tonumber(string.match(v, "^h?(%d+)$", #mine + 2))
 	if not r or r >= tonumber(round) then
 		return {0, redis.call("PTTL", key)}
 	end

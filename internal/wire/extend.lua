@@ -4,7 +4,7 @@
 local key = KEYS[1] -- the lock key
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the new TTL in ms
-local also = ARGV[3] -- for a lock that waited, "<hand-off token>/": the tokens of its call's other rounds, which a hand-off may have set here, are ours too; nil otherwise
+local also = ARGV[3] -- for a lock that waited, "<hand-off token>/": its call's other rounds' tokens and the hand-offs that followed them are ours too; nil otherwise
 
 -- Returns 1 when the key was ours and now lives ttl ms, 0 otherwise.
 local v = redis.call("GET", key)

@@ -29,11 +29,13 @@ local releasedPrefix = "redlock:released:" -- a key left free is announced on re
 -- (its round takes the key, and puts it back in the queue if its entry is
 -- live: acquire.lua). The head leaves the queue, and waiters whose
 -- entries ran out (they left without saying so) are dropped on the way,
--- 64 at most. A waiter with a hand-off token gets the token of its round
--- that ran here last, "<hand-off token>/<round>" (what that round sets
--- when it takes the key), with its TTL, and holds the key here without
--- asking again: a later round of it is refused unless it is newer
--- (acquire.lua), whatever became of the entry. A waiter
+-- 64 at most. A waiter with a hand-off token gets "<hand-off token>/h<round>",
+-- naming its round that ran here last, with its TTL, and holds the key
+-- here without asking again: a later round of it is refused unless it is
+-- newer (acquire.lua), whatever became of the entry. The value differs
+-- from that round's own token, "<hand-off token>/<round>", so that the
+-- release a failed round owes (its own token) never gives away a hand-off
+-- that followed it, which the waiter may count. A waiter
 -- without one (a fenced one) gets a reservation (reservedPrefix .. its
 -- id) for window ms: SET NX from anyone fails, and the acquisition
 -- script lets that waiter in. Either is announced to the waiter's Client
@@ -52,7 +54,7 @@ local function giveToHead(window, except)
 			local r, ttl, mine = string.match(e, "^(%d+) (%d+) (.+)$")
 			local msg, v = id, nil
 			if mine then
-				v = mine .. "/" .. r
+				v = mine .. "/h" .. r
 				redis.call("SET", key, v, "PX", ttl)
 				msg = id .. " " .. r
 			else

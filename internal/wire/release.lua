@@ -5,7 +5,7 @@
 -- queue.lua and give_up.lua come first: they name KEYS[1..2] (key, queue).
 local owned = ARGV[1] -- the value the caller owns
 local queueID = ARGV[2] -- the caller's queue id, "" for none: it leaves the queue even where the key is not its own
-local alt = ARGV[3] -- what starts the values the caller also owns, "" for none: "<hand-off token>/", the tokens of its rounds, which hand-offs set too
+local alt = ARGV[3] -- what starts the values the caller also owns, "" for none: "<hand-off token>/", its rounds' tokens and the hand-offs that followed them
 local window = ARGV[4] -- the reservation window in ms, "0" for none (then the key goes to no waiter)
 
 -- With a live waiter queued and a window, the key is not deleted but
