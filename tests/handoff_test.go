@@ -435,11 +435,13 @@ func TestScripts_aClientClockASecondOffIsNotTrustedForTheQueuesOrder(t *testing.
 	require.Greater(t, behind, honest, "behind the waiter that began first")
 }
 
-// A lock won after waiting owns the tokens of its call's other rounds: a
-// node may have handed the key over after an earlier round (it sets that
-// round's token) while the lock was won with a later one. Extend and
-// Unlock count such a node as the lock's; a node that holds another
-// call's token is not.
+// A lock won after waiting owns the hand-offs to its call: a node may
+// have handed the key over after an earlier round ("<call>/h<round>")
+// while the lock was won with a later one. Extend and Unlock count such a
+// node as the lock's; a node that holds another call's token is not.
+// Nor, for Extend, is a node that holds the token of another of the
+// call's rounds: that round failed, and the release it owes may land
+// after the extension (Unlock gives it up all the same).
 func TestLock_aLockThatWaitedExtendsAndReleasesWhatAHandOffAfterAnotherRoundSet(t *testing.T) {
 	e := newEnv(t, 5)
 	c := e.client()
@@ -470,8 +472,17 @@ func TestLock_aLockThatWaitedExtendsAndReleasesWhatAHandOffAfterAnotherRoundSet(
 	set(2, foreignToken)
 	err := l.Extend(ctxT(t, quickly), longTTL)
 	require.ErrorIs(t, err, redlock.ErrLockLost, "2 of 5")
+	set(0, call+"/2")
+	set(1, call+"/2")
+	l = c.Restore(key, token) // a handle that has not seen the lock lost
+	err = l.Extend(ctxT(t, quickly), longTTL)
+	require.ErrorIs(t, err, redlock.ErrLockLost, "a failed round's token does not count: 2 of 5, not 4")
+	require.InDelta(t, 60*time.Second, pttl(t, e.nodes[0], key), float64(quickly), "and is not extended")
 
 	set(0, call+"/h1")
+	set(1, call+"x/2")
+	set(2, foreignToken)
+	l = c.Restore(key, token)
 	require.NoError(t, l.Unlock(ctxT(t, quickly)))
 	requireAbsent(t, e.nodes, 0, key)
 	requireValue(t, e.nodes, 1, key, call+"x/2")

@@ -96,11 +96,13 @@ func SetArgs(key, token string, ms int64) []any {
 
 // ExtendArgs are the extension script's keys and arguments: key, if it
 // holds token, lives ms from now; with handoff (a waiting call's hand-off
-// token, "" for none), also if it holds a token of another of the call's
-// rounds, which a hand-off sets.
+// token, "" for none), also if it holds a hand-off to that call after
+// another of its rounds ("<handoff>/h<round>"). Not if it holds a token
+// of another of the call's rounds: such a round failed, and the release
+// it owes may yet land.
 func ExtendArgs(key, token string, ms int64, handoff string) []any {
 	if handoff != "" {
-		return []any{key, token, ms, handoff + "/"}
+		return []any{key, token, ms, handoff + "/h"}
 	}
 	return []any{key, token, ms}
 }

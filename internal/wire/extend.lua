@@ -4,7 +4,7 @@
 local key = KEYS[1] -- the lock key
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the new TTL in ms
-local also = ARGV[3] -- for a lock that waited, "<hand-off token>/": its call's other rounds' tokens and the hand-offs that followed them are ours too; nil otherwise
+local also = ARGV[3] -- for a lock that waited, "<hand-off token>/h": the hand-offs to its call are ours too (not its other rounds' tokens: those rounds failed, and their releases are on their way); nil otherwise
 
 -- Returns 1 when the key was ours and now lives ttl ms, 0 otherwise.
 local v = redis.call("GET", key)
