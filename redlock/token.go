@@ -88,6 +88,21 @@ func handedOffToken(handoff string, n int) string {
 	return handoff + "/h" + strconv.Itoa(n)
 }
 
+// extendAlso is what Extend accepts besides token (wire.ExtendArgs): for
+// a round token of a waiting call, what a hand-off after that round sets;
+// "" for any other token (a hand-off's value is the token itself).
+func extendAlso(token string) string {
+	_, handoff, ok := waitToken(token)
+	if !ok || handoff == "" {
+		return ""
+	}
+	round := token[len(handoff)+1:]
+	if round[0] == 'h' {
+		return ""
+	}
+	return handoff + "/h" + round
+}
+
 // waitToken reads a token made for a Lock call that waited: its hand-off
 // token ("<call id>/<uuid>"), a round token of it ("<hand-off
 // token>/<round>"), or what a hand-off after a round sets ("<hand-off

@@ -236,6 +236,13 @@ func TestWaitToken(t *testing.T) {
 		require.Equal(t, tc.handoff, gotHandoff, tc.token)
 	}
 
+	// What Extend accepts besides the token: for a round's token, the
+	// hand-off after that same round only.
+	require.Equal(t, id+"/"+secret+"/h7", extendAlso(id+"/"+secret+"/7"))
+	require.Empty(t, extendAlso(id+"/"+secret+"/h7"), "a hand-off's value is the token")
+	require.Empty(t, extendAlso(id+"/"+secret), "a hand-off token alone")
+	require.Empty(t, extendAlso(secret), "a token of a call that did not wait")
+
 	// The tokens a waiter makes read back as its own.
 	c, _, clk := newFakeClient(t, 5)
 	w := newTestWaiter(t, c, clk.Now())

@@ -95,14 +95,15 @@ func SetArgs(key, token string, ms int64) []any {
 }
 
 // ExtendArgs are the extension script's keys and arguments: key, if it
-// holds token, lives ms from now; with handoff (a waiting call's hand-off
-// token, "" for none), also if it holds a hand-off to that call after
-// another of its rounds ("<handoff>/h<round>"). Not if it holds a token
-// of another of the call's rounds: such a round failed, and the release
-// it owes may yet land.
-func ExtendArgs(key, token string, ms int64, handoff string) []any {
-	if handoff != "" {
-		return []any{key, token, ms, handoff + "/h"}
+// holds token, or also when not "", lives ms from now. For a lock that a
+// round of a waiting call won, also is what a hand-off after that same
+// round sets: no later round of the call exists to replace it. Not a
+// hand-off after an earlier round, which a late round of the call may
+// still replace (and the release that round owes then give away), nor
+// the token of another round, which failed.
+func ExtendArgs(key, token string, ms int64, also string) []any {
+	if also != "" {
+		return []any{key, token, ms, also}
 	}
 	return []any{key, token, ms}
 }

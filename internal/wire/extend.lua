@@ -4,11 +4,11 @@
 local key = KEYS[1] -- the lock key
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the new TTL in ms
-local also = ARGV[3] -- for a lock that waited, "<hand-off token>/h": the hand-offs to its call are ours too (not its other rounds' tokens: those rounds failed, and their releases are on their way); nil otherwise
+local also = ARGV[3] -- for a lock that a round of a waiting call won, what a hand-off after that round sets ("<hand-off token>/h<round>"), ours too; nil otherwise
 
 -- Returns 1 when the key was ours and now lives ttl ms, 0 otherwise.
 local v = redis.call("GET", key)
-if v == token or also and v and string.find(v, also, 1, true) == 1 then
+if v == token or also and v == also then
 	return redis.call("PEXPIRE", key, ttl)
 end
 return 0
