@@ -26,10 +26,10 @@ type Lock struct {
 	// lock sent them, boxed, for its release to reuse; nil otherwise.
 	plainArgs []any
 	// handoffToken is the hand-off token of the Lock call that won the
-	// lock after waiting: a node may have handed the key over after
-	// another of its rounds, and set that round's token
-	// ("<handoffToken>/<round>"); the release gives those up too. ""
-	// otherwise.
+	// lock after waiting: a node may hold another value of the call's
+	// ("<handoffToken>/<round>" of a failed round, "<handoffToken>/h<round>"
+	// of a hand-off after another round); the release gives those up too.
+	// "" otherwise.
 	handoffToken string
 	// keys are a multi-key lock's keys, sorted (key is the first); nil
 	// for a lock on one key. fences are their fences, with WithFencing.
@@ -72,7 +72,8 @@ func (l *Lock) Key() string { return l.key }
 // only this acquisition knows ("<client id>:<random>"). A lock that Lock
 // got after waiting (not fenced, with queueing on) has a token that
 // starts with the Lock call's id instead ("<client id>.<n>/<random>",
-// followed by "/<round>" when a round took it), so that a handle restored
+// followed by "/<round>" when a round took it and "/h<round>" when
+// releases handed it over after that round), so that a handle restored
 // from it releases all the call was given. Anyone with the key and token
 // can release the lock (see Restore), so treat it as a secret: do not log
 // it.

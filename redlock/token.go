@@ -16,10 +16,12 @@ import (
 //     Client's prefix), so that Inspect can tell whose a lock is;
 //   - a waiting Lock call's id: "<client id>.<n>", n in base 36
 //     (newWaiter); the nodes find the Client's hand-off channel from it;
-//   - its hand-off token: "<call id>/<uuid>", set on a node that hands
-//     the key to the call;
+//   - its hand-off token: "<call id>/<uuid>", which the node keeps in the
+//     call's queue entry;
 //   - the token of its script rounds: "<hand-off token>/<round>"
-//     (waiterRoundToken), so that a lock that waited can be released by
+//     (waiterRoundToken), and what a node that hands the key to the call
+//     after round <round> sets: "<hand-off token>/h<round>"
+//     (handedOffToken), so that a lock that waited can be released by
 //     its token alone (Restore, waitToken).
 
 // newToken returns 122 random bits from crypto/rand as a UUID string

@@ -396,7 +396,7 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	g := grab{name: w.key, key: w.key, token: handedOffToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
 		adopt: func(l *Lock, _ *round) {
 			l.queueID, l.after = w.id, w.sent
-			l.handoffToken = w.token // nodes that handed it over after an earlier round hold that round's token
+			l.handoffToken = w.token // a node may hold a hand-off after an earlier round, or an earlier round's token
 		}}
 	l := c.newLock(ctx, &g, w.last, until)
 	if c.observing() {

@@ -55,12 +55,12 @@ func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) 
 }
 
 // ReleaseArgs are the release script's keys and arguments: key gives up
-// owned (a token, or a waiter's reservation) and, when handoff (a
-// waiting call's hand-off token) is not "", any token of that call's
-// rounds: a hand-off sets the token of the round it followed, and a node
-// may have handed the key over after the round that won the lock, or
-// after an earlier one. waited is the queue id that leaves the queue (""
-// for none).
+// owned (a token, or a waiting call's reservation) and, when handoff (a
+// waiting call's hand-off token) is not "", any value of that call's:
+// its rounds' tokens ("<handoff>/<round>") and the hand-offs to it
+// ("<handoff>/h<round>"), after the round that won the lock or an
+// earlier one. waited is the queue id that leaves the queue ("" for
+// none).
 func (q Queue) ReleaseArgs(key, owned, waited, handoff string) []any {
 	if handoff != "" {
 		handoff += "/"
