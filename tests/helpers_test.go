@@ -318,7 +318,8 @@ func garbage(c net.Conn) {
 	}
 }
 
-// awaitToken waits until key holds token on every listed node: a
+// awaitToken waits until key holds token (or, for a lock that waited,
+// another value of its call: ofLock) on every listed node: a
 // successful acquisition returns once a quorum answered, and the SETs to
 // the other nodes land a little later. Tests that then unlock and expect
 // every node to be clean wait for them first, so that a straggling SET does
@@ -329,11 +330,10 @@ func awaitToken(t testing.TB, nodes []*redistest.Server, key, token string, whic
 		which = idx(len(nodes), func(int) bool { return true })
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	handoff := handoffToken(token)
 	for _, i := range which {
 		for {
 			v, ok := get(t, nodes[i], key)
-			if ok && (v == token || v == handoff) {
+			if ok && ofLock(token, v) {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "node %d never got our token for %q", i, key)
@@ -492,17 +492,20 @@ func (f *freezer) freeze() {
 	}
 }
 
-// handoffToken returns the hand-off token of the Lock call whose round
-// took a lock with token ("<call id>/<uuid>/<round>"): a node may hold it
-// instead of the round's token when it handed the key to that call after
-// the round ran there (the lock's release gives up both). "" for any
-// other token.
-func handoffToken(token string) string {
+// ofLock reports whether v, a node's value, is the lock's token or, for a
+// lock that waited ("<call id>/<uuid>/<round>" or "/h<round>"), another
+// value of the same call: a node may have handed the key to the call
+// after another of its rounds, or granted one of its rounds that failed
+// (the lock's release gives them all up).
+func ofLock(token, v string) bool {
+	if v == token {
+		return true
+	}
 	i := strings.LastIndexByte(token, '/')
 	if i < 0 || strings.Count(token, "/") != 2 {
-		return ""
+		return false
 	}
-	return token[:i]
+	return strings.HasPrefix(v, token[:i+1])
 }
 
 // hammer runs turn in workers goroutines, each at most 5000 times, until
