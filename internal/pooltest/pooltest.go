@@ -616,6 +616,19 @@ func handOffOnce(t *testing.T, e *lockEnv, key string) bool {
 	holder := e.client(t)
 	held, err := holder.TryLock(ctxT(t, waitLimit), key, time.Minute)
 	require.NoError(t, err)
+	// Every node holds the key before the first waiter asks: TryLock
+	// returns on a quorum, and a node that a waiter's round reached first
+	// would be the waiter's, which is not queued where it holds the key.
+	require.Eventually(t, func() bool {
+		in, err := holder.Inspect(ctxT(t, waitLimit), key)
+		require.NoError(t, err)
+		for _, n := range in.Nodes {
+			if n.Holder != holder.ID() {
+				return false
+			}
+		}
+		return true
+	}, waitLimit, 5*time.Millisecond, "the holder's key is on every node")
 	recs := []*handoffs{{}, {}, {}}
 	got := make(chan int, len(recs))
 	var holding atomic.Int32
