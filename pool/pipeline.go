@@ -786,22 +786,24 @@ func (p *pipe) receiveTx(l *link, n int) (any, error) {
 		}
 	}
 	reply, err := redis.ReceiveWithTimeout(l.conn, p.n.cfg.ioTimeout)
-	if re, ok := err.(redis.Error); ok {
-		const because = "because of: " // Redis and Valkey: EXEC itself refused, the refusal follows
-		switch k := strings.Index(string(re), because); {
-		case refused != nil:
-			return nil, refused
-		case strings.HasPrefix(string(re), "EXECABORT ") && k >= 0:
-			return nil, re[k+len(because):]
-		case !strings.HasPrefix(string(re), "EXECABORT "):
-			// EXEC refused without discarding the transaction (Redis
-			// and Valkey discard it, "EXECABORT ... because of: NOPERM
-			// ..."): the connection may still be inside it, and would
-			// queue the commands behind it.
-			return nil, fmt.Errorf("%w: EXEC refused (%s), and the connection may be left inside the transaction: closed", errBroken, string(re))
-		}
+	re, ok := err.(redis.Error)
+	switch {
+	case !ok:
+		return reply, err
+	case refused != nil:
+		return nil, refused
 	}
-	return reply, err
+	rest, discarded := strings.CutPrefix(string(re), "EXECABORT ")
+	if !discarded {
+		// EXEC refused without discarding the transaction (Redis and
+		// Valkey discard it): the connection may still be inside it, and
+		// would queue the commands behind it.
+		return nil, fmt.Errorf("%w: EXEC refused (%s), and the connection may be left inside the transaction: closed", errBroken, string(re))
+	}
+	if _, cause, found := strings.Cut(rest, "because of: "); found {
+		return nil, redis.Error(cause) // EXEC itself refused: "EXECABORT ... because of: NOPERM ..."
+	}
+	return nil, re
 }
 
 // dropErr returns the error the link was dropped with (drop), or err when

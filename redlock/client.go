@@ -47,9 +47,9 @@ type Client struct {
 	cfg      clientConfig
 	allStart bool // every pool is an async.Starter: rounds need no goroutines
 	allTx    bool // every pool is a txStarter
-	// txOff[i] is set once node i refused a transaction's MULTI or EXEC
-	// (ACL): a waiting call's first round sends it the script instead.
-	txOff []atomic.Bool
+	// noTx is set once a node refused a transaction's MULTI or EXEC (ACL):
+	// waiting calls' first rounds run the script from then on.
+	noTx atomic.Bool
 
 	fenceState          // epochs seen by fenced acquisitions (fence.go)
 	rs         restarts // restart safety (restart.go)
@@ -104,7 +104,6 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		bg:       newBackground(),
 		allStart: true,
 		allTx:    true,
-		txOff:    make([]atomic.Bool, len(pools)),
 	}
 	c.notify.c = c
 	c.initRestarts()
@@ -288,17 +287,7 @@ func (c *Client) queueGrab(key string, ttl time.Duration, cfg lockConfig, w wire
 // txReady reports whether a waiting call's first round can be a
 // transaction: every pool sends them (pool.New's), and no node refused
 // one.
-func (c *Client) txReady() bool {
-	if !c.allTx {
-		return false
-	}
-	for i := range c.txOff {
-		if c.txOff[i].Load() {
-			return false
-		}
-	}
-	return true
-}
+func (c *Client) txReady() bool { return c.allTx && !c.noTx.Load() }
 
 // newLock returns the handle of the lock g's round r (or the hand-offs
 // that followed it) acquired, valid until until.

@@ -128,7 +128,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ended
 	}
 	ms := ttl.Milliseconds()
-	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms, extendAlso(l.token)), status: doneStatus, after: l.after}
+	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms, extendAlso(l.token, l.handoffToken)), status: doneStatus, after: l.after}
 	switch {
 	case l.keys != nil:
 		req.script, req.args = wire.MultiExtend, wire.MultiExtendArgs(l.keys, l.token, ms)

@@ -2,8 +2,8 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,19 +285,17 @@ func (r *round) ordered(i int) bool {
 // as the script does.
 func (r *round) txReply(i int, reply any, err error) (any, error) {
 	if err != nil {
-		// The refusal is the node's reply, or, for EXEC, in the error of
-		// the connection the pool closed after it.
-		msg := err.Error()
-		if k := strings.Index(msg, "NOPERM "); k >= 0 {
-			msg = msg[k:]
+		var re pool.ReplyError
+		if !errors.As(err, &re) {
+			return reply, err
 		}
-		if d, ok := asDenial(msg); ok && (d.cmd == "MULTI" || d.cmd == "EXEC") {
-			// A user without transactions: this node is sent the script
+		if d, ok := asDenial(string(re)); ok && (d.cmd == "MULTI" || d.cmd == "EXEC") {
+			// A user without transactions: the Client runs the script
 			// from now on. Without MULTI, the node ran the commands one
 			// by one: the entry goes, so that it cannot stand for a place
 			// that ZADD, if refused too, did not take (acquire.lua
 			// queues a waiter that has an entry again).
-			r.c.txOff[i].Store(true)
+			r.c.noTx.Store(true)
 			if s, ok := r.c.pools[i].(starter); ok && d.cmd == "MULTI" {
 				s.Start(ignoreReply{}, "DEL", wire.EntryKey(r.req.tx.key, r.req.tx.w.ID))
 			}

@@ -90,19 +90,16 @@ func handedOffToken(handoff string, n int) string {
 	return handoff + "/h" + strconv.Itoa(n)
 }
 
-// extendAlso is what Extend accepts besides token (wire.ExtendArgs): for
-// a round token of a waiting call, what a hand-off after that round sets;
-// "" for any other token (a hand-off's value is the token itself).
-func extendAlso(token string) string {
-	_, handoff, ok := waitToken(token)
-	if !ok || handoff == "" {
+// extendAlso is what Extend accepts besides token (wire.ExtendArgs), for
+// a lock of the waiting call whose hand-off token is handoff ("" for
+// none): for a round's token ("<handoff>/<round>"), what a hand-off after
+// that round sets (handedOffToken); "" for any other token (a hand-off's
+// value is the token itself).
+func extendAlso(token, handoff string) string {
+	if handoff == "" || len(token) <= len(handoff)+1 || token[len(handoff)+1] == 'h' {
 		return ""
 	}
-	round := token[len(handoff)+1:]
-	if round[0] == 'h' {
-		return ""
-	}
-	return handoff + "/h" + round
+	return handoff + "/h" + token[len(handoff)+1:]
 }
 
 // waitToken reads a token made for a Lock call that waited: its hand-off

@@ -238,10 +238,10 @@ func TestWaitToken(t *testing.T) {
 
 	// What Extend accepts besides the token: for a round's token, the
 	// hand-off after that same round only.
-	require.Equal(t, id+"/"+secret+"/h7", extendAlso(id+"/"+secret+"/7"))
-	require.Empty(t, extendAlso(id+"/"+secret+"/h7"), "a hand-off's value is the token")
-	require.Empty(t, extendAlso(id+"/"+secret), "a hand-off token alone")
-	require.Empty(t, extendAlso(secret), "a token of a call that did not wait")
+	require.Equal(t, id+"/"+secret+"/h7", extendAlso(id+"/"+secret+"/7", id+"/"+secret))
+	require.Empty(t, extendAlso(id+"/"+secret+"/h7", id+"/"+secret), "a hand-off's value is the token")
+	require.Empty(t, extendAlso(id+"/"+secret, ""), "a hand-off token alone")
+	require.Empty(t, extendAlso(secret, ""), "a token of a call that did not wait")
 
 	// The tokens a waiter makes read back as its own.
 	c, _, clk := newFakeClient(t, 5)
