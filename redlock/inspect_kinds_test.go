@@ -151,6 +151,10 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 	require.NoError(t, rb.Unlock(ctx))
 	for _, n := range nodes {
 		n.del(keys[2])
+		// The Unlocks returned on a quorum: the writer below must not
+		// meet a reader whose release has not landed yet (only the
+		// dead entry may stay).
+		require.Eventually(t, func() bool { return n.server("HLEN", keys[1]).(int64) <= 1 }, 5*time.Second, time.Millisecond)
 	}
 	w, err := b.RWLock("doc").TryLock(ctx, time.Minute)
 	require.NoError(t, err)
