@@ -88,7 +88,7 @@ func (o *observer) sleep(ctx context.Context) bool {
 func (o *observer) released(int, string) { o.poke() }
 
 // handedOff implements listener: nothing is handed off on the record.
-func (o *observer) handedOff(int, string, int) {}
+func (o *observer) handedOff(int, string, int, uint64) {}
 
 // poke implements listener: the observer asks again.
 func (o *observer) poke() {

@@ -237,7 +237,7 @@ func (mw *multiWaiter) released(_ int, to string) {
 
 // handedOff implements listener: a hand-off goes to a single-key waiter,
 // never to a multi-key call.
-func (mw *multiWaiter) handedOff(int, string, int) {}
+func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 
 // poke implements listener: the call asks again.
 func (mw *multiWaiter) poke() {

@@ -64,8 +64,10 @@ type listener interface {
 	// is "") or keeping it for the waiter to (a reservation).
 	released(i int, to string)
 	// handedOff: node i handed the key to the waiter to, after that
-	// waiter's round numbered round ran there.
-	handedOff(i int, to string, round int)
+	// waiter's round numbered round ran there; conn numbers the pub/sub
+	// connection it was heard on (subConn.opened), for restart safety
+	// (Client.countsHeard).
+	handedOff(i int, to string, round int, conn uint64)
 	// poke: the call should count again what it was told (restart safety
 	// may count a node now that it did not count when the node spoke).
 	poke()
@@ -297,9 +299,10 @@ func (n *notifier) sync(s *subNode, chans []string) {
 // subConn is one pub/sub connection of a node, and what its events told.
 type subConn struct {
 	pool.PubSubConn
-	heard atomic.Bool  // the node answered as a subscriber expects
-	last  atomic.Int64 // when the latest event arrived (UnixNano)
-	ended chan error   // receives the PubSubClosed event's error
+	opened atomic.Uint64 // its number among the Client's pub/sub connections (restarts.subs); 0 until the dial succeeded
+	heard  atomic.Bool   // the node answered as a subscriber expects
+	last   atomic.Int64  // when the latest event arrived (UnixNano)
+	ended  chan error    // receives the PubSubClosed event's error
 }
 
 // run keeps node s's pub/sub connection up until Close. A connection that
@@ -318,11 +321,17 @@ func (n *notifier) run(s *subNode) {
 		conn, err := s.sub.DialPubSub(n.ctx, func(ev pool.PubSubEvent) { n.event(s, sc, ev) })
 		if err == nil {
 			sc.PubSubConn = conn
+			sc.opened.Store(n.c.rs.subs.Add(1))
 			since := clk.Now() // before SUBSCRIBE: its answer comes after
 			if !n.connected(s, sc) {
 				conn.Close()
 				<-sc.ended
 				return
+			}
+			if n.c.cfg.maxTTL != 0 {
+				// What the node announces on the new connection counts once
+				// the node was checked after it opened (Client.countsHeard).
+				n.c.recheck(s.i)
 			}
 			err = <-sc.ended
 			n.disconnected(s, sc)
@@ -410,7 +419,7 @@ func (n *notifier) event(s *subNode, sc *subConn, ev pool.PubSubEvent) {
 	sc.last.Store(n.c.cfg.clock.Now().UnixNano())
 	switch ev.Kind {
 	case pool.PubSubMessage:
-		n.announce(s.i, ev.Channel, ev.Data)
+		n.announce(s.i, sc.opened.Load(), ev.Channel, ev.Data)
 	case pool.PubSubSubscribed:
 		n.confirm(s, ev.Channel)
 	}
@@ -451,15 +460,15 @@ func (n *notifier) confirm(s *subNode, ch string) {
 }
 
 // announce tells the waiters of ch's key what node i announced there
-// (wire.ParseAnnouncement).
-func (n *notifier) announce(i int, ch, msg string) {
+// (wire.ParseAnnouncement), on the pub/sub connection numbered conn.
+func (n *notifier) announce(i int, conn uint64, ch, msg string) {
 	a := wire.ParseAnnouncement(msg)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if kw, ok := n.byChan[ch]; ok {
 		for l := range kw.waiters {
 			if a.Handoff {
-				l.handedOff(i, a.To, a.Round)
+				l.handedOff(i, a.To, a.Round, conn)
 			} else {
 				l.released(i, a.To)
 			}

@@ -72,6 +72,7 @@ func WithDurableNodes() Option {
 // nodeView is what the Client knows of one node's process.
 type nodeView struct {
 	gen   uint64    // the connection generation the check was made on
+	subs  uint64    // restarts.subs when the check began: pub/sub connections opened up to it talk to the checked process
 	runID string    // the process's run id
 	from  time.Time // when the node can be counted; zero: now
 	// marking: the node is counted once this Client has marked it.
@@ -92,6 +93,10 @@ type restarts struct {
 	settled atomic.Bool
 	allBusy atomic.Bool
 	longest atomic.Int64 // the longest TTL used, in ns
+	// subs counts the pub/sub connections the notifier opened, to any
+	// node: each connection is numbered by it (subConn.opened) once its
+	// dial succeeded, and each check notes it when it begins.
+	subs atomic.Uint64
 }
 
 func (c *Client) initRestarts() {
@@ -190,7 +195,7 @@ func (c *Client) countReply(i int) (gen uint64, check bool, err error) {
 	}
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
-	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID}) {
+	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, subs: v.subs}) {
 		c.bg.goTracked(func() { c.mark(i, v.runID) })
 	}
 	return 0, false, nil
@@ -217,6 +222,28 @@ func (c *Client) checkConnection(i int, gen uint64) error {
 
 // countsNow reports whether node i counts toward a quorum now.
 func (c *Client) countsNow(i int) bool { return c.counts(i) == nil }
+
+// countsHeard reports whether what node i announced on the pub/sub
+// connection numbered conn (subConn.opened; 0: unknown) counts toward a
+// quorum now: the node counts, and it was checked after that connection
+// opened. A node that restarts loses its pub/sub connection too, and the
+// notifier dials the new process at once, while the Client's command
+// connection may not have noticed yet: until a check on it, that process
+// is not known to be the one counted. Otherwise it starts a check in the
+// background; the node's waiters count again when it is done.
+func (c *Client) countsHeard(i int, conn uint64) bool {
+	if c.counts(i) != nil {
+		return false
+	}
+	if c.cfg.maxTTL == 0 {
+		return true
+	}
+	if v := c.rs.views[i].Load(); conn != 0 && v != nil && v.subs >= conn {
+		return true
+	}
+	c.recheck(i)
+	return false
+}
 
 // errUnchecked is the error of a node whose connection has not been
 // checked for a restart yet.
@@ -260,6 +287,7 @@ type nodeFacts struct {
 	uptime time.Duration // at most the true uptime (uptimeFloor)
 	marker string        // "" when the node has none
 	gen    uint64
+	subs   uint64    // restarts.subs when the check began
 	at     time.Time // when the answer came, on the Client's clock
 }
 
@@ -277,6 +305,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		if g != nil {
 			before = g.Generation()
 		}
+		subs := c.rs.subs.Load()
 		var reply any
 		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark)...)
 		if err != nil {
@@ -299,7 +328,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 			return f, err
 		}
 		c.rs.lastErr[i].Store(nil)
-		f.at = c.cfg.clock.Now()
+		f.at, f.subs = c.cfg.clock.Now(), subs
 		if g == nil {
 			return f, nil
 		}
@@ -488,7 +517,7 @@ func (c *Client) mark(i int, runID string) {
 		return // counted already
 	}
 	if err == nil && f.runID == runID && f.marker == runID {
-		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID})
+		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID, subs: f.subs})
 	} else {
 		c.rs.views[i].CompareAndSwap(v, nil) // checked again at its next reply
 	}
@@ -529,7 +558,7 @@ func (c *Client) recheck(i int) {
 // adopt turns node i's check into the Client's view of it; fresh says
 // the deployment is new. It reports whether the node is to be marked.
 func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
-	v := &nodeView{gen: f.gen, runID: f.runID}
+	v := &nodeView{gen: f.gen, runID: f.runID, subs: f.subs}
 	old := c.rs.views[i].Load()
 	// A node that came back under a new run id lost what it had since its
 	// last snapshot, unless it keeps every write (WithDurableNodes).

@@ -211,8 +211,10 @@ type waiter struct {
 	ignore uint64 // nodes this waiter released itself after its round
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
-	// there.
+	// there. heardOn[i] numbers the pub/sub connection it was heard on
+	// (restart safety: Client.countsHeard).
 	granted []int
+	heardOn []uint64
 	wake    chan struct{} // signalled on every announcement that counts, and on pokes
 }
 
@@ -231,7 +233,7 @@ func (c *Client) newWaiter(key string, ttl time.Duration, cfg lockConfig, since 
 			if err != nil {
 				return nil, err
 			}
-			w.token, w.granted = w.id+"/"+secret, make([]int, len(c.pools))
+			w.token, w.granted, w.heardOn = w.id+"/"+secret, make([]int, len(c.pools)), make([]uint64, len(c.pools))
 		}
 	}
 	return w, nil
@@ -415,10 +417,10 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 	for i, p := range c.pools {
 		info.Nodes[i].Addr = p.Addr()
 	}
-	var buf [inlineNodes]int
-	for _, i := range w.grantedNodes(buf[:0]) {
-		if c.countsNow(i) {
-			info.Nodes[i].Status = NodeOK
+	var buf [inlineNodes]grant
+	for _, g := range w.grantedNodes(buf[:0]) {
+		if c.countsHeard(g.i, g.conn) {
+			info.Nodes[g.i].Status = NodeOK
 		}
 	}
 	for _, ob := range c.cfg.observers {
@@ -550,14 +552,15 @@ func (w *waiter) released(i int, to string) {
 }
 
 // handedOff implements listener: node i handed the key to the waiter to
-// after that waiter's round ran there.
-func (w *waiter) handedOff(i int, to string, round int) {
+// after that waiter's round ran there, as heard on the pub/sub connection
+// numbered conn.
+func (w *waiter) handedOff(i int, to string, round int, conn uint64) {
 	if to != w.id {
 		return
 	}
 	w.mu.Lock()
-	if i < len(w.granted) {
-		w.granted[i] = max(w.granted[i], round)
+	if i < len(w.granted) && round >= w.granted[i] {
+		w.granted[i], w.heardOn[i] = round, conn
 	}
 	w.mu.Unlock()
 	w.poke()
@@ -615,9 +618,16 @@ func (w *waiter) announced(namedOnly bool) int {
 	return bits.OnesCount64(w.heard &^ w.ignore)
 }
 
+// grant is a node's hand-off to a waiter: the node, and the pub/sub
+// connection it was heard on (waiter.heardOn).
+type grant struct {
+	i    int
+	conn uint64
+}
+
 // grantedNodes appends to dst the nodes that handed the key to w after
 // its latest round ran there.
-func (w *waiter) grantedNodes(dst []int) []int {
+func (w *waiter) grantedNodes(dst []grant) []grant {
 	k := w.rounds
 	if w.token == "" || k == 0 || w.last == nil {
 		return dst
@@ -625,22 +635,23 @@ func (w *waiter) grantedNodes(dst []int) []int {
 	w.mu.Lock()
 	for i, r := range w.granted {
 		if r == k {
-			dst = append(dst, i)
+			dst = append(dst, grant{i, w.heardOn[i]})
 		}
 	}
 	w.mu.Unlock()
 	return dst
 }
 
-// handoffs returns how many nodes that count (restart safety) handed the
-// key to w after its latest round ran there, and when that round began:
+// handoffs returns how many nodes that count (restart safety, for the
+// connection each was heard on: Client.countsHeard) handed the key to w
+// after its latest round ran there, and when that round began:
 // each of those nodes holds w's token for its TTL from then at least.
 // others counts those among them that w did not release itself after
 // that round (a node that w released hands the key back to w when w
 // heads its queue: that tells w nothing new). Restart safety is asked
 // outside w.mu.
 func (w *waiter) handoffs() (n, others int, start time.Time) {
-	var buf [inlineNodes]int // room for a round's nodes without allocating
+	var buf [inlineNodes]grant // room for a round's nodes without allocating
 	nodes := w.grantedNodes(buf[:0])
 	if len(nodes) == 0 {
 		return 0, 0, time.Time{}
@@ -648,10 +659,10 @@ func (w *waiter) handoffs() (n, others int, start time.Time) {
 	w.mu.Lock()
 	ignore := w.ignore
 	w.mu.Unlock()
-	for _, i := range nodes {
-		if w.c.countsNow(i) {
+	for _, g := range nodes {
+		if w.c.countsHeard(g.i, g.conn) {
 			n++
-			if ignore&nodeBit(i) == 0 {
+			if ignore&nodeBit(g.i) == 0 {
 				others++
 			}
 		}

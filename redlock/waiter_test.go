@@ -363,7 +363,7 @@ func (p starterPool) StartEval(async.Receiver, *pool.Script, ...any) {}
 // announce hands w what node i announced, as the notifier does.
 func (w *waiter) announce(i int, msg string) {
 	if a := wire.ParseAnnouncement(msg); a.Handoff {
-		w.handedOff(i, a.To, a.Round)
+		w.handedOff(i, a.To, a.Round, 1)
 	} else {
 		w.released(i, a.To)
 	}

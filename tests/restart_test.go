@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -364,4 +365,87 @@ func TestRestartSafety_aGrantThatWasNotCountedIsReleasedWhenTheAcquisitionFails(
 		_, held := get(t, e.nodes[1], key)
 		return !held
 	}, 5*time.Second, 5*time.Millisecond, "node 1 keeps the failed acquisition's key")
+}
+
+// A hand-off counts only from a process that restart safety counts: one
+// heard on a pub/sub connection opened to a node's new process is not
+// counted before the node was checked on it, even while the Client's
+// command connection to the node has not noticed the restart yet. Node 0
+// restarts and comes back with what a snapshot taken a moment earlier
+// would hold (the foreign holder's key and the waiter's place in the
+// queue); a release there hands it the key, as releases on nodes 1 and 2
+// do. Counting node 0 would give the waiter a quorum that the restart
+// made up.
+func TestRestartSafety_aHandOffFromARestartedNodeCountsOnlyOnceTheNodeIsChecked(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	w := e.client()
+	holdForeign(t, e.nodes, key, 0, 1, 2, 3, 4)
+	type result struct {
+		l   *redlock.Lock
+		err error
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithCancel(ctxT(t, 30*time.Second))
+	defer cancel()
+	go func() {
+		l, err := w.Lock(ctx, key, 10*time.Second)
+		done <- result{l, err}
+	}()
+	awaitWaiting(t, e.nodes, key, 1)
+	place, err := redis.Strings(e.nodes[1].Do("ZRANGE", wire.WaitersKey(key), 0, -1, "WITHSCORES"))
+	require.NoError(t, err)
+	require.Len(t, place, 2)
+	id, prio := place[0], place[1]
+	entry, ok := get(t, e.nodes[1], wire.EntryKey(key, id))
+	require.True(t, ok, "the waiter's entry on node 1")
+	client, _, _ := strings.Cut(id, ".")
+	handoffs := "redlock:handoff:" + client + ":" + key
+
+	require.NoError(t, e.nodes[0].Kill())
+	require.NoError(t, e.nodes[0].Restart())
+	holdForeign(t, e.nodes, key, 0)
+	_, err = e.nodes[0].Do("ZADD", wire.WaitersKey(key), prio, id)
+	require.NoError(t, err)
+	_, err = e.nodes[0].Do("SET", wire.EntryKey(key, id), entry, "PX", 10000)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return numSub(t, e.nodes[0], handoffs) > 0 },
+		10*time.Second, time.Millisecond, "the waiter's Client subscribed on node 0's new process")
+
+	release := script(wire.Release, 2)
+	handOff := func(i int) {
+		t.Helper()
+		conn := dialNode(t, e.nodes[i])
+		v, err := release.Do(conn, releaseArgs(key, foreignToken, "", "")...)
+		require.NoError(t, err, "node %d", i)
+		require.Equal(t, int64(1), v, "node %d", i)
+		now, _ := get(t, e.nodes[i], key)
+		require.True(t, strings.HasPrefix(now, id+"/"), "node %d handed the key to the waiter: %q", i, now)
+	}
+	for _, i := range []int{0, 1, 2} {
+		handOff(i)
+	}
+	select {
+	case r := <-done:
+		if r.l != nil {
+			_ = r.l.Unlock(ctxT(t, 10*time.Second))
+		}
+		t.Fatalf("Lock returned (err %v) on the hand-offs of nodes 0, 1 and 2: node 0 restarted from old data and must not count", r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	// Node 3's hand-off makes a quorum without node 0.
+	handOff(3)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lock did not return after node 3 handed the key over too")
+	}
+	require.NoError(t, r.err)
+	for _, i := range []int{1, 2, 3} {
+		v, _ := get(t, e.nodes[i], key)
+		require.True(t, ofLock(r.l.Token(), v), "node %d holds the lock: %q", i, v)
+	}
+	require.NoError(t, r.l.Unlock(ctxT(t, 10*time.Second)))
 }
