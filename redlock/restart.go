@@ -220,9 +220,6 @@ func (c *Client) checkConnection(i int, gen uint64) error {
 	return c.counts(i)
 }
 
-// countsNow reports whether node i counts toward a quorum now.
-func (c *Client) countsNow(i int) bool { return c.counts(i) == nil }
-
 // countsHeard reports whether what node i announced on the pub/sub
 // connection numbered conn (subConn.opened; 0: unknown) counts toward a
 // quorum now: the node counts, and it was checked after that connection
