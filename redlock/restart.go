@@ -290,11 +290,13 @@ type nodeFacts struct {
 
 // checkNode runs the restart check on node i, marking it with mark first
 // when that is its run id ("" to only read). The answer is taken only
-// from a connection that stayed the same throughout.
+// from a connection that stayed the same throughout. A check that failed
+// without the node's answer (a broken connection) asks once more.
 func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, error) {
 	ctx, cancel := c.nodeContext(ctx)
 	defer cancel()
 	var err error
+	retried := false
 	for range 3 {
 		var f nodeFacts
 		g := c.rs.gens[i]
@@ -308,6 +310,13 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		if err != nil {
 			if !replied(err) {
 				c.suspect(i)
+				if !retried && ctx.Err() == nil {
+					// The connection broke (the node restarted, and the
+					// pool's idle connection died with it): the pool dials
+					// anew for the next command. Ask once more.
+					retried = true
+					continue
+				}
 			}
 			err = explainDenied(err)
 			c.rs.lastErr[i].Store(&err)
@@ -527,8 +536,8 @@ func (c *Client) recheck(i int) {
 		// down when the Client started): check them all again.
 		if c.rs.allBusy.CompareAndSwap(false, true) {
 			if !c.bg.goTracked(func() {
-				defer c.rs.allBusy.Store(false)
 				c.checkAll(context.Background())
+				c.rs.allBusy.Store(false) // before the poke: a waiter it wakes may ask again
 				c.notify.poke()
 			}) {
 				c.rs.allBusy.Store(false)
@@ -540,11 +549,15 @@ func (c *Client) recheck(i int) {
 		return
 	}
 	if !c.bg.goTracked(func() {
-		defer c.rs.checking[i].Store(false)
-		if f, err := c.checkNode(context.Background(), i, ""); err == nil {
-			if c.adopt(i, f, false) {
-				c.mark(i, f.runID)
-			}
+		f, err := c.checkNode(context.Background(), i, "")
+		if err == nil && c.adopt(i, f, false) {
+			c.mark(i, f.runID)
+		}
+		// Done before the poke: a waiter it wakes that still needs a check
+		// (a hand-off heard on a pub/sub connection opened after this check
+		// began) starts one.
+		c.rs.checking[i].Store(false)
+		if err == nil {
 			c.notify.poke() // a hand-off from the node may count now
 		}
 	}) {
