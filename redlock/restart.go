@@ -288,6 +288,21 @@ type nodeFacts struct {
 	at     time.Time // when the answer came, on the Client's clock
 }
 
+// checkFailed notes why node i's restart check failed, err, and returns
+// it as the Client reports it; a node that refused the check is logged
+// and reported to the observers, as it is counted toward no quorum.
+func (c *Client) checkFailed(i int, err error) error {
+	err = explainDenied(err)
+	c.rs.lastErr[i].Store(&err)
+	if replied(err) {
+		c.warnNode(c.pools[i].Addr(), "node refused the restart check: it is not counted toward any quorum", err)
+		if c.observing() {
+			c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Err: err})
+		}
+	}
+	return err
+}
+
 // checkNode runs the restart check on node i, marking it with mark first
 // when that is its run id ("" to only read). The answer is taken only
 // from a connection that stayed the same throughout. A check that failed
@@ -318,15 +333,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 					continue
 				}
 			}
-			err = explainDenied(err)
-			c.rs.lastErr[i].Store(&err)
-			if replied(err) {
-				c.warnNode(c.pools[i].Addr(), "node refused the restart check: it is not counted toward any quorum", err)
-				if c.observing() {
-					c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Err: err})
-				}
-			}
-			return f, err
+			return f, c.checkFailed(i, err)
 		}
 		if f, err = parseFacts(reply); err != nil {
 			err = &pool.NodeError{Addr: c.pools[i].Addr(), Op: "EVALSHA", Err: err}
