@@ -203,7 +203,8 @@ func (c *Client) readRefusals(e *QuorumError, r *round) {
 // failed or had no reply in time as if they could grant at once: the
 // earliest time a round can succeed without a release. ok is false when it
 // cannot be told (a refusing node did not say, or the key has no TTL), or
-// when the refusals alone do not rule a quorum out.
+// when the refusals alone do not rule a quorum out, or when no refusing
+// key that runs out can make one possible (too many nodes out).
 func retryAfter(nodes []NodeResult, quorum int) (d time.Duration, ok bool) {
 	var ttls []time.Duration
 	for _, n := range nodes {
@@ -215,8 +216,8 @@ func retryAfter(nodes []NodeResult, quorum int) (d time.Duration, ok bool) {
 		}
 	}
 	need := quorum - (len(nodes) - len(ttls)) // refusing nodes that must run out
-	if need <= 0 {
-		return 0, false
+	if need <= 0 || need > len(ttls) {
+		return 0, false // no refusal decides it, or they cannot: too many nodes out
 	}
 	slices.Sort(ttls)
 	return ttls[need-1], true

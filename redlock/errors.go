@@ -170,6 +170,16 @@ func (e *QuorumError) Busy() bool {
 	return refused > 0 && e.Count(NodeOK) == 0 && out <= spare && refused+out > spare
 }
 
+// outOfReach reports whether an acquisition's refusals, with the nodes it
+// could not ask (unasked), left too few nodes for a quorum: asking again
+// soon cannot help, however many nodes granted, until a refusing key runs
+// out or is released, or an unasked node comes back. A round that some
+// nodes granted is then no split vote.
+func (e *QuorumError) outOfReach() bool {
+	refused := e.Count(NodeRefused)
+	return refused > 0 && refused+e.unasked() > len(e.Nodes)-e.Quorum
+}
+
 // unasked returns how many nodes the round could not ask: excluded by
 // restart safety, or unreachable.
 func (e *QuorumError) unasked() int {

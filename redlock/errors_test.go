@@ -70,8 +70,10 @@ func (f fixedRetry) delay(int) time.Duration { return time.Duration(f) }
 func (f fixedRetry) validate() error         { return nil }
 
 // A waiting call sleeps after a busy round until the holder's keys run
-// out (or a release is heard), as after any round the key is nHeld in; a
-// round that failed for the nodes is paced by the back-off.
+// out (or a release is heard), as after any round the key is nHeld in,
+// and so after a round whose refusals and unreachable nodes left a
+// quorum out of reach, whatever the nodes that granted; a round that
+// failed for the nodes is paced by the back-off.
 func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 	c, _, _ := newFakeClient(t, 5) // refresh interval: 5 fake minutes
 	const backoff = time.Hour
@@ -86,6 +88,8 @@ func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 			5 * time.Second, 5*time.Second + expiryJitter},
 		{"held on two nodes, one unreachable", []NodeResult{nHeld, nTimedOut, nHeld, nNotAwaited, nNotAwaited}, 0,
 			5 * time.Second, 5*time.Second + expiryJitter},
+		{"granted on two, held on two, one restarted: out of reach, no split",
+			[]NodeResult{nGranted, nGranted, nHeld, nHeld, nRestarted}, 0, 5 * time.Second, 5*time.Second + expiryJitter},
 		{"an error reply", []NodeResult{nNoPerm, nNotAwaited, nNotAwaited, nHeld, nHeld}, 0, backoff, backoff},
 		{"unreachable", []NodeResult{nTimedOut, nTimedOut, nTimedOut, nHeld, nNotAwaited}, 0, backoff, backoff},
 	} {

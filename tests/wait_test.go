@@ -736,3 +736,30 @@ func TestLock_aNodeThatClosesEveryConnectionIsNotDialledInALoop(t *testing.T) {
 	default:
 	}
 }
+
+// A round that some nodes granted is no split vote when its refusals and
+// the nodes it could not ask leave too few nodes for a quorum: asking
+// again soon cannot help until a holder's key runs out or is released,
+// which the waiter hears. It sleeps as after a busy round, not by the
+// split back-off, which would make a round every few milliseconds, each
+// with the release it owes, for as long as the holder keeps its key.
+// Nodes 2 and 3 hold a foreign key, node 4 is down: nodes 0 and 1 grant
+// every round, and no round can win.
+func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	c := e.client()
+	holdForeign(t, e.nodes, key, 2, 3)
+	require.NoError(t, e.nodes[4].Kill())
+	resetStats(t, e.nodes[:1])
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// A round asks node 0 with one script call, and the release it owes
+	// there is another: about one round a second (the waiter's refresh)
+	// makes a handful, and the release a failed round owes may be sent again; the split back-off made over 400.
+	n := calls(t, e.nodes[0], "evalsha")
+	require.LessOrEqual(t, n, 40, "script calls on node 0 while Lock waited 1.5s")
+	t.Logf("%d script calls on node 0", n)
+}
