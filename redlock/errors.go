@@ -170,14 +170,13 @@ func (e *QuorumError) Busy() bool {
 	return refused > 0 && e.Count(NodeOK) == 0 && out <= spare && refused+out > spare
 }
 
-// outOfReach reports whether an acquisition's refusals, with the nodes it
-// could not ask (unasked), left too few nodes for a quorum: asking again
-// soon cannot help, however many nodes granted, until a refusing key runs
-// out or is released, or an unasked node comes back. A round that some
-// nodes granted is then no split vote.
-func (e *QuorumError) outOfReach() bool {
-	refused := e.Count(NodeRefused)
-	return refused > 0 && refused+e.unasked() > len(e.Nodes)-e.Quorum
+// withinReach reports whether a quorum was within the acquisition's
+// reach: enough nodes neither refused nor could not be asked (unasked).
+// Otherwise no split of votes kept the round from winning, however many
+// nodes granted: a refusing key must run out or be released, or an
+// unasked node come back, first.
+func (e *QuorumError) withinReach() bool {
+	return len(e.Nodes)-e.Count(NodeRefused)-e.unasked() >= e.Quorum
 }
 
 // unasked returns how many nodes the round could not ask: excluded by

@@ -70,10 +70,10 @@ func (f fixedRetry) delay(int) time.Duration { return time.Duration(f) }
 func (f fixedRetry) validate() error         { return nil }
 
 // A waiting call sleeps after a busy round until the holder's keys run
-// out (or a release is heard), as after any round the key is nHeld in,
-// and so after a round whose refusals and unreachable nodes left a
-// quorum out of reach, whatever the nodes that granted; a round that
-// failed for the nodes is paced by the back-off.
+// out (or a release is heard), as after any round the key is nHeld in; a
+// round that failed for the nodes is paced by the back-off, and so is one
+// whose refusals and unreachable nodes left a quorum out of reach,
+// whatever the nodes that granted: no split.
 func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 	c, _, _ := newFakeClient(t, 5) // refresh interval: 5 fake minutes
 	const backoff = time.Hour
@@ -88,9 +88,11 @@ func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 			5 * time.Second, 5*time.Second + expiryJitter},
 		{"held on two nodes, one unreachable", []NodeResult{nHeld, nTimedOut, nHeld, nNotAwaited, nNotAwaited}, 0,
 			5 * time.Second, 5*time.Second + expiryJitter},
-		{"granted on two, held on two, one restarted: out of reach, no split",
-			[]NodeResult{nGranted, nGranted, nHeld, nHeld, nRestarted}, 0, 5 * time.Second, 5*time.Second + expiryJitter},
 		{"an error reply", []NodeResult{nNoPerm, nNotAwaited, nNotAwaited, nHeld, nHeld}, 0, backoff, backoff},
+		{"granted on two, held on two, one restarted: out of reach, no split",
+			[]NodeResult{nGranted, nGranted, nHeld, nHeld, nRestarted}, 0, backoff, backoff},
+		{"granted on two, three unreachable: out of reach, no split",
+			[]NodeResult{nGranted, nGranted, nTimedOut, nRefusedDial, nReset}, 0, backoff, backoff},
 		{"unreachable", []NodeResult{nTimedOut, nTimedOut, nTimedOut, nHeld, nNotAwaited}, 0, backoff, backoff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +104,37 @@ func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 			require.False(t, split)
 			require.GreaterOrEqual(t, d, tc.min)
 			require.LessOrEqual(t, d, tc.max)
+		})
+	}
+}
+
+// A round that some nodes granted is a split vote, asked again after a
+// short random pause, only when a quorum was within its reach: the nodes
+// neither refusing nor out (excluded, unreachable) could have made one.
+func TestPacing_aSplitIsARoundThatHadAQuorumWithinReach(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	for _, tc := range []struct {
+		name  string
+		nodes []NodeResult
+		split bool
+	}{
+		{"granted on two, held on one, one restarted: a quorum was within reach",
+			[]NodeResult{nGranted, nGranted, nHeld, nRestarted, nNotAwaited}, true},
+		{"granted on two, held on two, the fifth not awaited", []NodeResult{nGranted, nGranted, nHeld, nHeld, nNotAwaited}, true},
+		{"granted on two, held on two, one restarted", []NodeResult{nGranted, nGranted, nHeld, nHeld, nRestarted}, false},
+		{"granted on two, held on one, two unreachable", []NodeResult{nGranted, nGranted, nHeld, nTimedOut, nReset}, false},
+		{"granted on two, three unreachable", []NodeResult{nGranted, nGranted, nTimedOut, nRefusedDial, nReset}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			qe := &QuorumError{Op: OpAcquire, Quorum: 3, Nodes: tc.nodes, Err: ErrNotAcquired}
+			p := pacing{c: c, retry: fixedRetry(time.Hour)}
+			d, split := p.next(qe, 1, true)
+			require.Equal(t, tc.split, split)
+			if split {
+				require.LessOrEqual(t, d, splitMin)
+			} else {
+				require.Equal(t, time.Hour, d, "paced by the back-off")
+			}
 		})
 	}
 }

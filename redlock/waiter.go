@@ -92,24 +92,24 @@ type pacing struct {
 // next returns how long to sleep after qe, the failures-th refused round
 // in a row, and whether it was a split vote (the key was free but no one
 // got a quorum: the others' releases name the longest waiter, who goes
-// at once). A busy round (QuorumError.Busy), or one whose refusals left
-// too few nodes for a quorum with those it could not ask (outOfReach:
-// no split, whatever the nodes that granted), sleeps until the holder's
-// keys run out (busyFor); any other failure by the back-off. armed says
+// at once); only a round that had a quorum within reach is one
+// (QuorumError.withinReach), whatever the nodes that granted. A busy round
+// (QuorumError.Busy) sleeps until the holder's keys run out (busyFor);
+// any other failure by the back-off. armed says
 // whether releases are heard: without them the call never sleeps past the
 // back-off.
 func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duration, split bool) {
 	delay := p.retry.delay(failures)
 	d = delay
 	switch refused := qe.Count(NodeRefused); {
-	case qe.Count(NodeOK) > 0 && refused < p.c.quorum && !answeredWithError(qe) && !qe.outOfReach():
+	case qe.Count(NodeOK) > 0 && refused < p.c.quorum && !answeredWithError(qe) && qe.withinReach():
 		// A node that answered with an error (read-only, out of memory, no
 		// permission) is no split and will not change soon: the back-off
 		// paces those rounds.
 		p.splits++
 		ceiling := min(splitMin<<min(p.splits-1, 16), splitMax)
 		d, split = rand.N(ceiling+1), true
-	case qe.Busy() || qe.outOfReach():
+	case qe.Busy():
 		p.splits = 0
 		if after, ok := busyFor(qe); ok {
 			d = min(after, p.c.refresh()) + rand.N(expiryJitter+1)
