@@ -170,13 +170,15 @@ func (e *QuorumError) Busy() bool {
 	return refused > 0 && e.Count(NodeOK) == 0 && out <= spare && refused+out > spare
 }
 
-// withinReach reports whether a quorum was within the acquisition's
-// reach: enough nodes neither refused nor could not be asked (unasked).
-// Otherwise no split of votes kept the round from winning, however many
-// nodes granted: a refusing key must run out or be released, or an
-// unasked node come back, first.
-func (e *QuorumError) withinReach() bool {
-	return len(e.Nodes)-e.Count(NodeRefused)-e.unasked() >= e.Quorum
+// outOfReach reports whether an acquisition's refusals, with the nodes it
+// could not ask (unasked), left too few nodes for a quorum: then no split
+// of votes kept the round from winning, however many nodes granted, and a
+// refusing key must run out or be released, or an unasked node come
+// back, first. A round with no refusal is not: it failed for the nodes
+// alone.
+func (e *QuorumError) outOfReach() bool {
+	refused := e.Count(NodeRefused)
+	return refused > 0 && refused+e.unasked() > len(e.Nodes)-e.Quorum
 }
 
 // unasked returns how many nodes the round could not ask: excluded by

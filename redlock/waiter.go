@@ -92,8 +92,8 @@ type pacing struct {
 // next returns how long to sleep after qe, the failures-th refused round
 // in a row, and whether it was a split vote (the key was free but no one
 // got a quorum: the others' releases name the longest waiter, who goes
-// at once); only a round that had a quorum within reach is one
-// (QuorumError.withinReach), whatever the nodes that granted. A busy round
+// at once); a round whose refusals left a quorum out of reach is none
+// (QuorumError.outOfReach), whatever the nodes that granted. A busy round
 // (QuorumError.Busy) sleeps until the holder's keys run out (busyFor);
 // any other failure by the back-off. armed says
 // whether releases are heard: without them the call never sleeps past the
@@ -102,7 +102,7 @@ func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duratio
 	delay := p.retry.delay(failures)
 	d = delay
 	switch refused := qe.Count(NodeRefused); {
-	case qe.Count(NodeOK) > 0 && refused < p.c.quorum && !answeredWithError(qe) && qe.withinReach():
+	case qe.Count(NodeOK) > 0 && refused < p.c.quorum && !answeredWithError(qe) && !qe.outOfReach():
 		// A node that answered with an error (read-only, out of memory, no
 		// permission) is no split and will not change soon: the back-off
 		// paces those rounds.
