@@ -763,35 +763,3 @@ func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T)
 	require.LessOrEqual(t, n, 120, "script calls on node 0 while Lock waited 2s")
 	t.Logf("%d script calls on node 0", n)
 }
-
-// A waiter whose rounds were out of reach of a quorum because a node was
-// down takes the lock soon after the node comes back: the back-off paces
-// those rounds (250ms at most), not the holder's keys (which here outlast
-// the test) nor the waiter's refresh interval (10s with a 2s node
-// timeout).
-func TestLock_aWaiterTakesTheLockSoonAfterANodeThatWasDownComesBack(t *testing.T) {
-	e := newEnv(t, 5)
-	key := newKey(t)
-	// The node comes back empty, and counts at once.
-	c := e.client(redlock.WithRestartSafety(0), redlock.WithNodeTimeout(2*time.Second))
-	holdForeign(t, e.nodes, key, 2, 3)
-	require.NoError(t, e.nodes[4].Kill())
-	done := make(chan error, 1)
-	go func() {
-		l, err := c.Lock(ctxT(t, 30*time.Second), key, 10*time.Second)
-		if err == nil {
-			err = l.Unlock(ctxT(t, 10*time.Second))
-		}
-		done <- err
-	}()
-	time.Sleep(700 * time.Millisecond) // rounds out of reach meanwhile
-	require.NoError(t, e.nodes[4].Restart())
-	back := time.Now()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-		t.Logf("locked %v after the node came back", time.Since(back).Round(time.Millisecond))
-	case <-time.After(6 * time.Second):
-		t.Fatal("Lock did not take the lock within 6s of the node coming back")
-	}
-}
