@@ -381,17 +381,9 @@ func TestRestartSafety_aHandOffFromARestartedNodeCountsOnlyOnceTheNodeIsChecked(
 	key := newKey(t)
 	w := e.client()
 	holdForeign(t, e.nodes, key, 0, 1, 2, 3, 4)
-	type result struct {
-		l   *redlock.Lock
-		err error
-	}
-	done := make(chan result, 1)
 	ctx, cancel := context.WithCancel(ctxT(t, 30*time.Second))
 	defer cancel()
-	go func() {
-		l, err := w.Lock(ctx, key, 10*time.Second)
-		done <- result{l, err}
-	}()
+	done := lockAsync(ctx, w, key, 10*time.Second)
 	awaitWaiting(t, e.nodes, key, 1)
 	place, err := redis.Strings(e.nodes[1].Do("ZRANGE", wire.WaitersKey(key), 0, -1, "WITHSCORES"))
 	require.NoError(t, err)
@@ -436,12 +428,7 @@ func TestRestartSafety_aHandOffFromARestartedNodeCountsOnlyOnceTheNodeIsChecked(
 
 	// Node 3's hand-off makes a quorum without node 0.
 	handOff(3)
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Lock did not return after node 3 handed the key over too")
-	}
+	r := awaitLock(t, done, 10*time.Second, "Lock did not return after node 3 handed the key over too")
 	require.NoError(t, r.err)
 	for _, i := range []int{1, 2, 3} {
 		v, _ := get(t, e.nodes[i], key)

@@ -158,12 +158,7 @@ func TestACL_theDocumentedRulesSufficeForEveryFeature(t *testing.T) {
 		awaitWaiting(t, nodes, key, 2)
 		require.NoError(t, held.Unlock(ctxT(t, quickly)))
 		for _, got := range []<-chan lockResult{gotA, gotB} {
-			var r lockResult
-			select {
-			case r = <-got:
-			case <-time.After(10 * time.Second):
-				t.Fatal("a waiter got no hand-off")
-			}
+			r := awaitLock(t, got, 10*time.Second, "a waiter got no hand-off")
 			require.NoError(t, r.err)
 			require.Contains(t, handoffs(), ":"+key, "the node announced a hand-off")
 			require.NoError(t, r.l.Unlock(ctxT(t, quickly)))

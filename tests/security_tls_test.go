@@ -71,12 +71,7 @@ func TestTLS_everyCallWorksOverTLS(t *testing.T) {
 	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
 	awaitWaiting(t, e.nodes, key, 1)
 	require.NoError(t, held.Unlock(ctxT(t, quickly)))
-	var r lockResult
-	select {
-	case r = <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter was not woken by the release")
-	}
+	r := awaitLock(t, got, 10*time.Second, "the waiter was not woken by the release")
 	require.NoError(t, r.err)
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 	awaitAbsent(t, e.nodes, key) // Unlock returns once a quorum released

@@ -198,6 +198,19 @@ func lockAsync(ctx context.Context, c *redlock.Client, key string, ttl time.Dura
 	return ch
 }
 
+// awaitLock returns what the Lock call of got (lockAsync) returned, and
+// fails the test with why when it has not returned within d.
+func awaitLock(t testing.TB, got <-chan lockResult, d time.Duration, why string) lockResult {
+	t.Helper()
+	select {
+	case r := <-got:
+		return r
+	case <-time.After(d):
+		t.Fatal(why)
+		return lockResult{}
+	}
+}
+
 func TestLock_isWokenByTheRelease(t *testing.T) {
 	for _, kind := range []string{"pipelined", "redigo"} {
 		t.Run(kind, func(t *testing.T) {
