@@ -403,7 +403,7 @@ type answer struct {
 // counted and marked at once.
 func (c *Client) checkAll(ctx context.Context) {
 	answers, n := c.startChecks(ctx)
-	got, start := c.firstAnswers(answers, n)
+	got, took := c.firstAnswers(answers, n)
 	ok := 0
 	for _, a := range got {
 		if a.err == nil {
@@ -418,7 +418,7 @@ func (c *Client) checkAll(ctx context.Context) {
 	if !fresh && c.freshBeingMarked(got) {
 		// Another Client may be marking a new deployment right now: ask
 		// the unmarked nodes again once its marks have landed.
-		c.askUnmarkedAgain(ctx, got, start)
+		c.askUnmarkedAgain(ctx, got, took)
 	}
 	adopt := func(a answer) {
 		if a.err == nil && c.adopt(a.i, a.f, fresh) {
@@ -463,8 +463,11 @@ func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
 // firstAnswers collects the answers of startChecks. Once a quorum answered
 // (or so many failed that none can), the others get a short grace, so
 // that a healthy node is not left unchecked for the first round, while a
-// stalled one costs the first acquisition little.
-func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, start time.Time) {
+// stalled one costs the first acquisition little. took is how long the
+// nodes that answered took, the slowest of them: the grace and any
+// second asking (askUnmarkedAgain) scale with it, not with the nodes that
+// failed, which may have taken a whole node timeout.
+func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, took time.Duration) {
 	var grace <-chan time.Time
 	start, ok := c.cfg.clock.Now(), 0
 	for len(got) < n {
@@ -472,25 +475,27 @@ func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, start t
 		case a := <-answers:
 			if a.err == nil {
 				ok++
+				took = c.cfg.clock.Since(start)
 			}
 			got = append(got, a)
 			decided := ok >= c.quorum || len(got)-ok > len(c.pools)-c.quorum
 			if decided && grace == nil {
-				t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
+				t := c.cfg.clock.NewTimer(max(4*took, firstCheckGrace))
 				defer t.Stop()
 				grace = t.C()
 			}
 		case <-grace:
-			return got, start
+			return got, took
 		}
 	}
-	return got, start
+	return got, took
 }
 
-// askUnmarkedAgain checks again, after a grace, the nodes among got that
-// answered without a marker.
-func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, start time.Time) {
-	t := c.cfg.clock.NewTimer(max(4*c.cfg.clock.Since(start), firstCheckGrace))
+// askUnmarkedAgain checks again the nodes among got that answered without
+// a marker, after a grace of four times took, the time they took to
+// answer (firstAnswers).
+func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, took time.Duration) {
+	t := c.cfg.clock.NewTimer(max(4*took, firstCheckGrace))
 	select {
 	case <-t.C():
 	case <-c.bg.closing():

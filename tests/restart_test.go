@@ -436,3 +436,29 @@ func TestRestartSafety_aHandOffFromARestartedNodeCountsOnlyOnceTheNodeIsChecked(
 	}
 	require.NoError(t, r.l.Unlock(ctxT(t, 10*time.Second)))
 }
+
+// A new Client's first acquisition checks every node for restarts. When
+// the nodes that answer have no marker (a deployment no one marked yet,
+// or one another Client is marking now), it asks them once more, after
+// about four times as long as they took to answer. That wait was counted
+// from the start of the check, and so grew with the nodes that did not
+// answer: with three of five nodes stalled, a TryLock waited out their
+// node timeout, then four more, before its round (5s and more with a 1s
+// node timeout). It now ends within about two node timeouts.
+func TestRestartSafety_theFirstCheckDoesNotWaitForStalledNodesTwice(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	const timeout = 500 * time.Millisecond
+	c := e.client(redlock.WithNodeTimeout(timeout))
+	for _, s := range e.nodes[2:] {
+		require.NoError(t, s.Pause())
+		t.Cleanup(func() { _ = s.Resume() })
+	}
+	start := time.Now()
+	_, err := c.TryLock(context.Background(), key, time.Minute)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	t.Logf("TryLock failed after %v: %v", took.Round(time.Millisecond), err)
+	// The check and the round each wait out the stalled nodes' timeout.
+	require.Less(t, took, 7*timeout/2, "TryLock took %v", took)
+}
