@@ -90,6 +90,10 @@ func (o *observer) released(int, string) { o.poke() }
 // handedOff implements listener: nothing is handed off on the record.
 func (o *observer) handedOff(int, string, int, uint64) {}
 
+// subscribed implements listener: the observer asks every observeEvery
+// anyway.
+func (o *observer) subscribed(int) {}
+
 // poke implements listener: the observer asks again.
 func (o *observer) poke() {
 	select {

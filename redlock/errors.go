@@ -174,11 +174,9 @@ func (e *QuorumError) Busy() bool {
 // could not ask (unasked), left too few nodes for a quorum: then no split
 // of votes kept the round from winning, however many nodes granted, and a
 // refusing key must run out or be released, or an unasked node come
-// back, first. A round with no refusal is not: it failed for the nodes
-// alone.
+// back, first. That holds with no refusal too: too many nodes out.
 func (e *QuorumError) outOfReach() bool {
-	refused := e.Count(NodeRefused)
-	return refused > 0 && refused+e.unasked() > len(e.Nodes)-e.Quorum
+	return e.Count(NodeRefused)+e.unasked() > len(e.Nodes)-e.Quorum
 }
 
 // unasked returns how many nodes the round could not ask: excluded by
@@ -186,11 +184,28 @@ func (e *QuorumError) outOfReach() bool {
 func (e *QuorumError) unasked() int {
 	n := 0
 	for _, r := range e.Nodes {
-		if r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err) {
+		if isUnasked(r) {
 			n++
 		}
 	}
 	return n
+}
+
+// unaskedNodes returns the nodes that unasked counts, as a mask (bit i
+// for node i; nodes past 64 share bits, nodeBit).
+func (e *QuorumError) unaskedNodes() uint64 {
+	var m uint64
+	for i, r := range e.Nodes {
+		if isUnasked(r) {
+			m |= nodeBit(i)
+		}
+	}
+	return m
+}
+
+// isUnasked reports whether r is a node the round could not ask.
+func isUnasked(r NodeResult) bool {
+	return r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err)
 }
 
 // notAsked reports whether a node's command failed with err before the

@@ -109,7 +109,10 @@ func TestPacing_aBusyRoundWaitsForTheHoldersKeys(t *testing.T) {
 // A round that some nodes granted is a split vote, asked again after a
 // short random pause, unless its refusals left a quorum out of reach: the
 // nodes neither refusing nor out (excluded, unreachable) could not have
-// made one. A round with no refusal is one, however many nodes were out.
+// made one. The same holds for a round with no refusal that could not ask
+// too many nodes: asked again every few milliseconds, it would cost the
+// nodes that answer a grant and a release each time while a quorum is
+// out.
 func TestPacing_aSplitIsARoundThatHadAQuorumWithinReach(t *testing.T) {
 	c, _, _ := newFakeClient(t, 5)
 	for _, tc := range []struct {
@@ -122,7 +125,9 @@ func TestPacing_aSplitIsARoundThatHadAQuorumWithinReach(t *testing.T) {
 		{"granted on two, held on two, the fifth not awaited", []NodeResult{nGranted, nGranted, nHeld, nHeld, nNotAwaited}, true},
 		{"granted on two, held on two, one restarted", []NodeResult{nGranted, nGranted, nHeld, nHeld, nRestarted}, false},
 		{"granted on two, held on one, two unreachable", []NodeResult{nGranted, nGranted, nHeld, nTimedOut, nReset}, false},
-		{"granted on two, three unreachable, no refusal", []NodeResult{nGranted, nGranted, nTimedOut, nRefusedDial, nReset}, true},
+		{"granted on two, three unreachable, no refusal", []NodeResult{nGranted, nGranted, nTimedOut, nRefusedDial, nReset}, false},
+		{"granted on two, two unreachable, no refusal: a quorum was within reach",
+			[]NodeResult{nGranted, nGranted, nTimedOut, nReset, nNotAwaited}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			qe := &QuorumError{Op: OpAcquire, Quorum: 3, Nodes: tc.nodes, Err: ErrNotAcquired}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -187,6 +188,8 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 	p := pacing{c: c, retry: cfg.retry}
 	p.note(qe)
 	for failures := 1; ; failures++ {
+		mw.out.Store(0)
+		mw.back.Store(0)
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
@@ -195,6 +198,9 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		}
 		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
+		if mw.out.Store(qe.unaskedNodes()); mw.out.Load()&mw.back.Load() != 0 {
+			continue // a node the round could not ask is back already
+		}
 		if err := mw.sleep(ctx, d); err != nil {
 			return nil, refused, p.end(err, qe)
 		}
@@ -209,6 +215,8 @@ type multiWaiter struct {
 	id   string // the call's id in announcements; "" for none
 	wake chan struct{}
 	kws  []*keyWait
+	out  atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
+	back atomic.Uint64 // nodes that confirmed a key's subscription since the latest round began
 }
 
 // listenMulti subscribes to the announcements of every key of ks, for the
@@ -238,6 +246,18 @@ func (mw *multiWaiter) released(_ int, to string) {
 // handedOff implements listener: a hand-off goes to a single-key waiter,
 // never to a multi-key call.
 func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
+
+// subscribed implements listener: node i confirmed a key's subscription;
+// when the call's latest round could not ask it, the node is back, and
+// the call asks again.
+func (mw *multiWaiter) subscribed(i int) {
+	bit := nodeBit(i)
+	for b := mw.back.Load(); !mw.back.CompareAndSwap(b, b|bit); b = mw.back.Load() {
+	}
+	if mw.out.Load()&bit != 0 {
+		mw.poke()
+	}
+}
 
 // poke implements listener: the call asks again.
 func (mw *multiWaiter) poke() {

@@ -71,6 +71,10 @@ type listener interface {
 	// poke: the call should count again what it was told (restart safety
 	// may count a node now that it did not count when the node spoke).
 	poke()
+	// subscribed: node i confirmed the key's subscription on a connection
+	// (its first, or one dialled anew after the node was out): the node
+	// answers again, and a call whose round could not ask it may ask now.
+	subscribed(i int)
 }
 
 // keyWait is one key's subscription: the calls waiting for it and the
@@ -453,6 +457,9 @@ func (n *notifier) confirm(s *subNode, ch string) {
 		return // the other channel is not confirmed yet
 	}
 	kw.count++
+	for l := range kw.waiters {
+		l.subscribed(s.i)
+	}
 	if kw.count >= n.c.quorum && !kw.isReady {
 		kw.isReady = true
 		close(kw.ready)

@@ -92,8 +92,9 @@ type pacing struct {
 // next returns how long to sleep after qe, the failures-th refused round
 // in a row, and whether it was a split vote (the key was free but no one
 // got a quorum: the others' releases name the longest waiter, who goes
-// at once); a round whose refusals left a quorum out of reach is none
-// (QuorumError.outOfReach), whatever the nodes that granted. A busy round
+// at once); a round whose refusals and unasked nodes left a quorum out of
+// reach is none (QuorumError.outOfReach), whatever the nodes that
+// granted. A busy round
 // (QuorumError.Busy) sleeps until the holder's keys run out (busyFor);
 // any other failure by the back-off. armed says
 // whether releases are heard: without them the call never sleeps past the
@@ -211,6 +212,8 @@ type waiter struct {
 	heard  uint64 // bit i: node i released the key and named this waiter or no one
 	named  uint64 // bit i: node i kept the key for this waiter
 	ignore uint64 // nodes this waiter released itself after its round
+	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
+	back   uint64 // nodes that confirmed the key's subscription since the latest round began
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
 	// there. heardOn[i] numbers the pub/sub connection it was heard on
@@ -443,6 +446,13 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 	// would find the key still held where the release has not landed yet.
 	// After a split vote only a release that names w ends the sleep.
 	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
+	w.mu.Lock()
+	w.out = qe.unaskedNodes()
+	back := w.out&w.back != 0
+	w.mu.Unlock()
+	if back {
+		return nil // a node the round could not ask is back already
+	}
 	if err := w.await(ctx, d, need, split); err != nil {
 		return w.pace.end(err, qe)
 	}
@@ -452,8 +462,9 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 // await waits d, or until a node announced that it keeps the key for w,
 // or until need nodes announced a release that counts for w (with
 // namedOnly, only the former counts), or a grace period after the first
-// such announcement (never past d), or until ctx ends (its error) or the
-// Client closes (pool.ErrClosed).
+// such announcement (never past d), or until a node that w's latest round
+// could not ask confirmed the key's subscription (it is back), or until
+// ctx ends (its error) or the Client closes (pool.ErrClosed).
 func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly bool) error {
 	c, clk := w.c, w.c.cfg.clock
 	end := clk.Now().Add(d)
@@ -470,7 +481,7 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 			// A quorum handed the key to w: it holds it. A node that keeps
 			// the key for w (a reservation) names it: go, the release
 			// reached the other nodes at about the same time.
-			if h >= c.quorum || n >= need || w.announced(true) > 0 {
+			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.outIsBack() {
 				return nil
 			}
 			// Hand-offs from some nodes: the others' are likely on their
@@ -568,6 +579,28 @@ func (w *waiter) handedOff(i int, to string, round int, conn uint64) {
 	w.poke()
 }
 
+// subscribed implements listener: node i confirmed the key's
+// subscription. When w's latest round could not ask it, the node is back,
+// and w asks again (await).
+func (w *waiter) subscribed(i int) {
+	bit := nodeBit(i)
+	w.mu.Lock()
+	w.back |= bit
+	out := w.out&bit != 0
+	w.mu.Unlock()
+	if out {
+		w.poke()
+	}
+}
+
+// outIsBack reports whether a node that w's latest refused round could
+// not ask confirmed the key's subscription since that round began.
+func (w *waiter) outIsBack() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out&w.back != 0
+}
+
 // poke implements listener: w counts again what it heard.
 func (w *waiter) poke() {
 	select {
@@ -588,7 +621,7 @@ func (w *waiter) forget() {
 	default:
 	}
 	w.mu.Lock()
-	w.heard, w.named, w.ignore = 0, 0, 0
+	w.heard, w.named, w.ignore, w.out, w.back = 0, 0, 0, 0, 0
 	w.mu.Unlock()
 }
 

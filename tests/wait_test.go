@@ -697,7 +697,7 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 	proxy := startFreezer(t, e.addrs[0])
 	waiter := newClient(t, newPools(t, append([]string{proxy.Addr()}, e.addrs[1:]...)), noRefresh)
 	held := takeEverywhere(t, e, holder, key, hourTTL)
-	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL, neverRetry)
+	got := lockAsync(ctxT(t, time.Minute), waiter, key, longTTL)
 	awaitWaiting(t, e.nodes, key, 1)
 
 	first := pubsubClients(t, e.nodes[0])
@@ -706,8 +706,12 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 	require.Equal(t, first, pubsubClients(t, e.nodes[0]), "a quiet connection that answers the pings is kept")
 
 	// Node 2 is gone and node 0 now hears nothing from the waiter's
-	// connections: the waiter holds a quorum of hand-offs only once node
-	// 0's announcement reaches it, which takes a new connection.
+	// connections: its pub/sub connection is dialled anew, and its
+	// command connection answers nothing until the pool replaces it. A
+	// hand-off heard on the new pub/sub connection counts once a restart
+	// check of node 0 answers, and the waiter's rounds need node 0 too:
+	// they run out of reach of a quorum until then, paced by the back-off
+	// (WithRetry), and one takes the key after.
 	require.NoError(t, e.nodes[2].Kill())
 	proxy.freeze()
 	require.Eventually(t, func() bool {
@@ -720,7 +724,7 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 		require.NoError(t, r.err)
 		require.Equal(t, r.l.Token(), func() string { v, _ := get(t, e.nodes[0], key); return v }(), "node 0 handed the key to the waiter")
 	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not hear node 0's release on its new connection")
+		t.Fatal("the waiter did not get the key that nodes 0 and 1 released")
 	}
 }
 
@@ -775,4 +779,63 @@ func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T)
 	n := calls(t, e.nodes[0], "evalsha")
 	require.LessOrEqual(t, n, 120, "script calls on node 0 while Lock waited 2s")
 	t.Logf("%d script calls on node 0", n)
+}
+
+// A round that no node refused is no split vote either when the nodes it
+// could not ask leave too few for a quorum: while three of five nodes
+// answer nothing, a waiter asked the two that answer again every few
+// milliseconds, each time with a grant and the release it owes. The
+// back-off paces it.
+func TestLock_aRoundWithTooManyNodesOutIsNotAskedAgainAsASplitVote(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	c := e.client(redlock.WithNodeTimeout(10*time.Millisecond), redlock.WithRestartSafety(0))
+	for _, s := range e.nodes[2:] {
+		require.NoError(t, s.Pause())
+		t.Cleanup(func() { _ = s.Resume() })
+	}
+	resetStats(t, e.nodes[:1])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, key, 10*time.Second)
+	t.Log(err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// Nodes 0 and 1 grant every round, and the paused ones time out. The
+	// back-off makes some fifteen rounds in 2s, each a script call on
+	// node 0 and a release there; the split back-off made over 100 calls.
+	n := calls(t, e.nodes[0], "evalsha")
+	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s")
+	t.Logf("%d script calls on node 0", n)
+}
+
+// A waiter whose round could not ask a node that was down asks again
+// once the node is back: its pub/sub connection to the node, dialled
+// again, confirms the key's subscription, and that wakes the waiter. Its
+// round was out of reach of a quorum (nodes 2 and 3 hold a foreign key),
+// and neither the back-off (10 minutes here), the holder's keys (an hour)
+// nor the refresh interval (10s with a 2s node timeout) would have woken
+// it within the test.
+func TestLock_aWaiterAsksAgainOnceANodeItCouldNotAskIsBack(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	// The node comes back empty, and counts at once.
+	c := e.client(redlock.WithRestartSafety(0), redlock.WithNodeTimeout(2*time.Second))
+	holdForeign(t, e.nodes, key, 2, 3)
+	require.NoError(t, e.nodes[4].Kill())
+	got := lockAsync(ctxT(t, 30*time.Second), c, key, 10*time.Second, neverRetry)
+	require.Eventually(t, func() bool {
+		for _, s := range e.nodes[:4] {
+			if numSub(t, s, "redlock:released:"+key) == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the waiter subscribed on the nodes that are up")
+	time.Sleep(300 * time.Millisecond) // asleep after its rounds
+	require.NoError(t, e.nodes[4].Restart())
+	back := time.Now()
+	r := awaitLock(t, got, 6*time.Second, "the waiter did not ask again within 6s of the node coming back")
+	require.NoError(t, r.err)
+	t.Logf("locked %v after the node came back", time.Since(back).Round(time.Millisecond))
+	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 }
