@@ -216,7 +216,7 @@ func isUnasked(r NodeResult) bool {
 // not as configured.
 func notAsked(err error) bool {
 	switch {
-	case errors.Is(err, ErrNodeRestarted), errors.Is(err, errUnchecked):
+	case notCounted(err):
 		return true
 	case replied(err):
 		return false

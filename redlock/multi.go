@@ -190,6 +190,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 	for failures := 1; ; failures++ {
 		mw.out.Store(0)
 		mw.back.Store(0)
+		mw.ignore.Store(0)
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
@@ -198,6 +199,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		}
 		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
+		mw.ignore.Store(ownNodes(qe.Nodes))
 		if mw.out.Store(qe.unaskedNodes()); mw.out.Load()&mw.back.Load() != 0 {
 			continue // a node the round could not ask is back already
 		}
@@ -211,12 +213,13 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 // release announcements: a release of any key that leaves it free wakes
 // the call.
 type multiWaiter struct {
-	c    *Client
-	id   string // the call's id in announcements; "" for none
-	wake chan struct{}
-	kws  []*keyWait
-	out  atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
-	back atomic.Uint64 // nodes that confirmed a key's subscription since the latest round began
+	c      *Client
+	id     string // the call's id in announcements; "" for none
+	wake   chan struct{}
+	kws    []*keyWait
+	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
+	back   atomic.Uint64 // nodes that confirmed a key's subscription since the latest round began
+	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
 }
 
 // listenMulti subscribes to the announcements of every key of ks, for the
@@ -236,8 +239,12 @@ func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
 
 // released implements listener: a key left free for anyone wakes the
 // call, and so does a release that names it; one kept for another waiter
-// does not.
-func (mw *multiWaiter) released(_ int, to string) {
+// does not, nor one from a node the call released itself after its latest
+// round.
+func (mw *multiWaiter) released(i int, to string) {
+	if mw.ignore.Load()&nodeBit(i) != 0 {
+		return
+	}
 	if to == "" || to == mw.id {
 		mw.poke()
 	}

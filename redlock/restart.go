@@ -246,6 +246,18 @@ func (c *Client) countsHeard(i int, conn uint64) bool {
 // checked for a restart yet.
 var errUnchecked = errors.New("redlock: node not checked for a restart yet (new connection); counted once checked")
 
+// notCounted reports whether err is restart safety's reason not to count
+// a node (ErrNodeRestarted, errUnchecked). It is only given to a node
+// that granted (nodeCall.Receive).
+func notCounted(err error) bool {
+	return errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
+}
+
+// uncounted reports whether n is a grant that restart safety did not
+// count: the key was taken there all the same, and is released with the
+// round's other grants.
+func uncounted(n NodeResult) bool { return n.Status == NodeFailed && notCounted(n.Err) }
+
 // unchecked returns node i's error while it is not checked: errUnchecked,
 // with why its last check failed when one did (a user without the
 // permissions the check needs, for example).

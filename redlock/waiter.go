@@ -625,21 +625,32 @@ func (w *waiter) forget() {
 	w.mu.Unlock()
 }
 
-// ignoreOwn notes the nodes that granted w's failed round: w released
-// them itself, so their announcements tell it nothing.
+// ignoreOwn notes the nodes that may have granted w's failed round (ownNodes):
+// w released them itself, so their announcements tell it nothing.
 func (w *waiter) ignoreOwn(r *round) {
 	if r == nil {
 		return
 	}
-	var mask uint64
-	for i, n := range r.nodes {
-		if n.Status == NodeOK {
-			mask |= nodeBit(i)
-		}
-	}
+	mask := ownNodes(r.nodes)
 	w.mu.Lock()
 	w.ignore = mask
 	w.mu.Unlock()
+}
+
+// ownNodes returns, as a mask, the nodes that may have granted a failed
+// round whose outcome on each node is nodes: those that granted, whether
+// or not restart safety counted the grant, and those not awaited. The
+// round releases them, and that release is announced: a waiting call
+// must not take its own announcements for another holder's release, or
+// it wakes itself after every round.
+func ownNodes(nodes []NodeResult) uint64 {
+	var mask uint64
+	for i, n := range nodes {
+		if n.Status == NodeOK || uncounted(n) || n.Status == NodePending && n.Err == nil {
+			mask |= nodeBit(i)
+		}
+	}
+	return mask
 }
 
 // announced returns how many nodes announced a release that counts for w

@@ -32,9 +32,15 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	require.Equal(t, 1, w.announced(true))
 	<-w.wake
 
-	// The nodes w released itself after its failed round do not count.
-	w.ignoreOwn(&round{nodes: []NodeResult{{}, {Status: NodeOK}, {}}})
+	// The nodes w released itself after its failed round do not count:
+	// those that granted, whether restart safety counted the grant or not,
+	// and those not awaited, which may have granted.
+	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nGranted, nHeld, nHeld, nHeld}})
 	require.Equal(t, 1, w.announced(false))
+	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nUnchecked, nNotAwaited, nHeld, nHeld}})
+	require.Zero(t, w.announced(false))
+	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nTimedOut, nRestarted, nHeld, nHeld}})
+	require.Equal(t, 1, w.announced(false), "a node that timed out was asked: it may have released another holder's key")
 
 	w.forget()
 	require.Zero(t, w.announced(false))

@@ -154,3 +154,24 @@ func TestDoMulti_extendsPastTheTTLAndReleasesEveryKey(t *testing.T) {
 		require.NoError(t, l.Unlock(ctxT(t, quickly)))
 	}
 }
+
+// A failed multi-key round releases the keys it took, and the nodes
+// announce that release. A waiting LockMulti must not take its own
+// announcements for a holder's release: with one key held on three of
+// five nodes, it woke itself after every round and asked again at once,
+// about 5,000 rounds a second.
+func TestLockMulti_aWaitingCallIsNotWokenByItsOwnReleases(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	c := e.client()
+	holdForeign(t, e.nodes, key+"a", 2, 3, 4)
+	resetStats(t, e.nodes[:1])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.LockMulti(ctx, []string{key + "a", key + "b"}, 10*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// Each round is a script call on node 0, and its release another.
+	n := calls(t, e.nodes[0], "evalsha")
+	require.LessOrEqual(t, n, 100, "script calls on node 0 while LockMulti waited 2s")
+	t.Logf("%d script calls on node 0", n)
+}

@@ -839,3 +839,28 @@ func TestLock_aWaiterAsksAgainOnceANodeItCouldNotAskIsBack(t *testing.T) {
 	t.Logf("locked %v after the node came back", time.Since(back).Round(time.Millisecond))
 	require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 }
+
+// A waiter releases what its failed round took, also on the nodes whose
+// grant did not count (restart safety had not checked them), and the
+// release is announced. Those announcements are its own and must not
+// wake it: with three of five nodes stalled on a new Client (whose first
+// restart check could not settle), a waiter woke itself after every round
+// and asked again at once.
+func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatDidNotCount(t *testing.T) {
+	e := newEnv(t, 5)
+	key := newKey(t)
+	c := e.client(redlock.WithNodeTimeout(10 * time.Millisecond))
+	for _, s := range e.nodes[2:] {
+		require.NoError(t, s.Pause())
+		t.Cleanup(func() { _ = s.Resume() })
+	}
+	resetStats(t, e.nodes[:1])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	n := calls(t, e.nodes[0], "evalsha")
+	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s: the back-off makes some fifteen rounds")
+	t.Logf("%d script calls on node 0", n)
+}
