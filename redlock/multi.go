@@ -184,13 +184,18 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		return nil, refused, errors.Join(err, qe)
 	}
 	defer mw.leave()
+	mw.ignore.Store(ownNodes(qe.Nodes))
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
 	p.note(qe)
 	for failures := 1; ; failures++ {
+		// The round sees the nodes as they are: what woke the call before
+		// it tells it nothing more. The nodes the previous round released
+		// stay ignored until this round's replace them: their
+		// announcements can come while this round runs.
+		mw.drain()
 		mw.out.Store(0)
 		mw.back.Store(0)
-		mw.ignore.Store(0)
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
@@ -263,6 +268,14 @@ func (mw *multiWaiter) subscribed(i int) {
 	}
 	if mw.out.Load()&bit != 0 {
 		mw.poke()
+	}
+}
+
+// drain drops a wake-up that came before the round about to start.
+func (mw *multiWaiter) drain() {
+	select {
+	case <-mw.wake:
+	default:
 	}
 }
 

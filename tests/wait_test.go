@@ -864,3 +864,62 @@ func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatDidNotCount(t *testing
 	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s: the back-off makes some fifteen rounds")
 	t.Logf("%d script calls on node 0", n)
 }
+
+// The calls that wait without queueing (LockMulti, Semaphore.Acquire,
+// RWLock's Lock and RLock) ignore the announcements of the release their
+// own failed round sends, also when one comes while the next round runs:
+// with three of five nodes stalled (a 10ms node timeout), each round's
+// release was announced during the next round, after the call had
+// stopped ignoring it, and cut the following sleep short. The rounds ran
+// back to back: about 180 in 2s, 360 script calls on each live node, and
+// as many owed releases for each stalled node to run once it resumed.
+func TestWaiting_callsThatDoNotQueueAreNotWokenByTheirOwnReleasesWhileNodesStall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		warm bool // the Client's restart checks are settled, so the live nodes' grants count
+		wait func(ctx context.Context, c *redlock.Client, name string) error
+	}{
+		{"LockMulti", false, func(ctx context.Context, c *redlock.Client, name string) error {
+			_, err := c.LockMulti(ctx, []string{name + "a", name + "b"}, 10*time.Second)
+			return err
+		}},
+		{"Semaphore.Acquire", false, func(ctx context.Context, c *redlock.Client, name string) error {
+			_, err := c.Semaphore(name, 2).Acquire(ctx, 10*time.Second)
+			return err
+		}},
+		{"RWLock.Lock", false, func(ctx context.Context, c *redlock.Client, name string) error {
+			_, err := c.RWLock(name).Lock(ctx, 10*time.Second)
+			return err
+		}},
+		{"RWLock.RLock", true, func(ctx context.Context, c *redlock.Client, name string) error {
+			_, err := c.RWLock(name).RLock(ctx, 10*time.Second)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 5)
+			name := newKey(t)
+			c := e.client(redlock.WithNodeTimeout(10 * time.Millisecond))
+			if tc.warm {
+				l, err := c.TryLock(ctxT(t, quickly), name+":warm", time.Minute)
+				require.NoError(t, err)
+				require.NoError(t, l.Unlock(ctxT(t, quickly)))
+			}
+			for _, s := range e.nodes[2:] {
+				require.NoError(t, s.Pause())
+				t.Cleanup(func() { _ = s.Resume() })
+			}
+			resetStats(t, e.nodes[:1])
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := tc.wait(ctx, c, name)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			// The back-off makes some fifteen rounds in 2s, each a script
+			// call on node 0 and a release there.
+			n := calls(t, e.nodes[0], "evalsha")
+			require.LessOrEqual(t, n, 60, "script calls on node 0 while the call waited 2s")
+			t.Logf("%d script calls on node 0", n)
+		})
+	}
+}
