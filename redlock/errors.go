@@ -334,7 +334,7 @@ func maySent(err error) bool {
 // command and answered it: an error reply, or a reply restart safety did
 // not count.
 func answered(err error) bool {
-	return replied(err) || errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
+	return replied(err) || notCounted(err)
 }
 
 // replied reports whether err is the node's own error reply.

@@ -160,3 +160,24 @@ func TestTryLock_isBusyWhenTheKeyIsHeldWhereKnownAndARestartedNodeDecides(t *tes
 	require.Equal(t, 2, qe.Count(NodePending), "%v", err)
 	require.True(t, qe.Busy(), "%v", err)
 }
+
+// A round that could not ask a node whose pub/sub connection is back
+// (its command connection dials with a back-off of its own) sleeps no
+// longer than lagRetry says, 10ms doubling to 250ms, whatever the back-off
+// or the holder's keys would have it sleep; the count starts again once
+// no such node is left.
+func TestPacing_aRoundThatCouldNotAskANodeThatIsBackIsAskedAgainSoon(t *testing.T) {
+	c, _, _ := newFakeClient(t, 5)
+	p := pacing{c: c, retry: fixedRetry(time.Hour)}
+	for k, ceiling := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
+		d := p.lag(time.Hour, true)
+		require.LessOrEqual(t, d, ceiling, "round %d", k+1)
+		require.GreaterOrEqual(t, d, ceiling/2, "round %d", k+1)
+	}
+	for range 10 {
+		require.LessOrEqual(t, p.lag(time.Hour, true), defaultRetryMax)
+	}
+	require.Equal(t, time.Hour, p.lag(time.Hour, false), "no node lagging: as pacing.next said")
+	require.LessOrEqual(t, p.lag(time.Hour, true), 10*time.Millisecond, "counted afresh")
+	require.Equal(t, time.Millisecond, p.lag(time.Millisecond, true), "never longer than pacing.next said")
+}

@@ -195,7 +195,6 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		// announcements can come while this round runs.
 		mw.drain()
 		mw.out.Store(0)
-		mw.back.Store(0)
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
@@ -205,9 +204,11 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
 		mw.ignore.Store(ownNodes(qe.Nodes))
-		if mw.out.Store(qe.unaskedNodes()); mw.out.Load()&mw.back.Load() != 0 {
-			continue // a node the round could not ask is back already
-		}
+		out := qe.unaskedNodes()
+		mw.out.Store(out)
+		// The nodes the round asked are no longer news; one it could not
+		// ask that is back already paces the call by lagRetry.
+		d = p.lag(d, updateMask(&mw.back, func(b uint64) uint64 { return b & out }) != 0)
 		if err := mw.sleep(ctx, d); err != nil {
 			return nil, refused, p.end(err, qe)
 		}
@@ -222,8 +223,8 @@ type multiWaiter struct {
 	id     string // the call's id in announcements; "" for none
 	wake   chan struct{}
 	kws    []*keyWait
-	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
-	back   atomic.Uint64 // nodes that confirmed a key's subscription since the latest round began
+	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes); 0 while a round runs
+	back   atomic.Uint64 // nodes that confirmed a key's subscription and that no round has asked since
 	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
 }
 
@@ -264,10 +265,20 @@ func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 // the call asks again.
 func (mw *multiWaiter) subscribed(i int) {
 	bit := nodeBit(i)
-	for b := mw.back.Load(); !mw.back.CompareAndSwap(b, b|bit); b = mw.back.Load() {
-	}
+	updateMask(&mw.back, func(b uint64) uint64 { return b | bit })
 	if mw.out.Load()&bit != 0 {
 		mw.poke()
+	}
+}
+
+// updateMask sets m to f of its value, atomically, and returns the new
+// value.
+func updateMask(m *atomic.Uint64, f func(uint64) uint64) uint64 {
+	for {
+		old := m.Load()
+		if v := f(old); m.CompareAndSwap(old, v) {
+			return v
+		}
 	}
 }
 

@@ -253,11 +253,6 @@ func notCounted(err error) bool {
 	return errors.Is(err, ErrNodeRestarted) || errors.Is(err, errUnchecked)
 }
 
-// uncounted reports whether n is a grant that restart safety did not
-// count: the key was taken there all the same, and is released with the
-// round's other grants.
-func uncounted(n NodeResult) bool { return n.Status == NodeFailed && notCounted(n.Err) }
-
 // unchecked returns node i's error while it is not checked: errUnchecked,
 // with why its last check failed when one did (a user without the
 // permissions the check needs, for example).

@@ -83,10 +83,11 @@ const expiryJitter = time.Millisecond
 // It keeps the call's latest refused round, for the error that ends the
 // wait.
 type pacing struct {
-	c      *Client
-	retry  pacer
-	splits int          // split votes in a row
-	last   *QuorumError // the call's latest refused round; nil before the first
+	c       *Client
+	retry   pacer
+	splits  int          // split votes in a row
+	lagging int          // rounds in a row that could not ask a node that is back (lag)
+	last    *QuorumError // the call's latest refused round; nil before the first
 }
 
 // next returns how long to sleep after qe, the failures-th refused round
@@ -136,6 +137,26 @@ func busyFor(qe *QuorumError) (d time.Duration, ok bool) {
 	}
 	// Each node that cannot grant needs one more refusing key to run out.
 	return retryAfter(qe.Nodes, qe.Quorum+qe.unasked())
+}
+
+// lagRetry paces the rounds that could not ask a node whose pub/sub
+// connection is back (pacing.lag), whatever WithRetry says: the Client's
+// command connection to the node follows within its own dial back-off
+// (at most a second).
+var lagRetry = backoff{min: defaultRetryMin, max: defaultRetryMax}
+
+// lag returns d, the sleep pacing.next chose, cut to lagRetry's when
+// lagging: the round could not ask a node that confirmed the key's
+// subscription, so the node is back but the Client's command connection
+// to it is not yet (it dials with a back-off of its own). The wait for
+// the holder's keys, or the refresh interval, would outlast it.
+func (p *pacing) lag(d time.Duration, lagging bool) time.Duration {
+	if !lagging {
+		p.lagging = 0
+		return d
+	}
+	p.lagging++
+	return min(d, lagRetry.delay(p.lagging))
 }
 
 // note records qe, the call's latest refused round.
@@ -212,8 +233,11 @@ type waiter struct {
 	heard  uint64 // bit i: node i released the key and named this waiter or no one
 	named  uint64 // bit i: node i kept the key for this waiter
 	ignore uint64 // nodes this waiter released itself after its round
-	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes)
-	back   uint64 // nodes that confirmed the key's subscription since the latest round began
+	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes); 0 while a round runs
+	// back: nodes that confirmed the key's subscription and that no round
+	// has asked since; backNew: one of out did so during the sleep.
+	back    uint64
+	backNew bool
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
 	// there. heardOn[i] numbers the pub/sub connection it was heard on
@@ -437,7 +461,7 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 // pacing), until a release concerns w. It returns the error that ends the
 // wait (pacing.end).
 func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error {
-	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
+	d, split := w.pause(qe, failures)
 	// A release goes to every node at once, but its announcements arrive
 	// one by one. A release that keeps the key for w names it: w goes at
 	// the first such announcement. One that frees the key for anyone
@@ -446,17 +470,26 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 	// would find the key still held where the release has not landed yet.
 	// After a split vote only a release that names w ends the sleep.
 	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
-	w.mu.Lock()
-	w.out = qe.unaskedNodes()
-	back := w.out&w.back != 0
-	w.mu.Unlock()
-	if back {
-		return nil // a node the round could not ask is back already
-	}
 	if err := w.await(ctx, d, need, split); err != nil {
 		return w.pace.end(err, qe)
 	}
 	return nil
+}
+
+// pause returns how long w sleeps after the refused round qe, the
+// failures-th in a row, and whether it was a split vote (pacing.next),
+// and notes the nodes qe could not ask: one of them that confirms the
+// key's subscription wakes w (subscribed), and one that did so already
+// cuts the sleep to lagRetry's (pacing.lag).
+func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
+	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
+	w.mu.Lock()
+	w.out = qe.unaskedNodes()
+	w.back &= w.out // the nodes the round asked are no longer news
+	lagging := w.back != 0
+	w.backNew = false
+	w.mu.Unlock()
+	return w.pace.lag(d, lagging), split
 }
 
 // await waits d, or until a node announced that it keeps the key for w,
@@ -481,7 +514,7 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 			// A quorum handed the key to w: it holds it. A node that keeps
 			// the key for w (a reservation) names it: go, the release
 			// reached the other nodes at about the same time.
-			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.outIsBack() {
+			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.takeBackNew() {
 				return nil
 			}
 			// Hand-offs from some nodes: the others' are likely on their
@@ -581,24 +614,28 @@ func (w *waiter) handedOff(i int, to string, round int, conn uint64) {
 
 // subscribed implements listener: node i confirmed the key's
 // subscription. When w's latest round could not ask it, the node is back,
-// and w asks again (await).
+// and w asks again (await); a round that still cannot ask it is paced by
+// lagRetry (pacing.lag).
 func (w *waiter) subscribed(i int) {
 	bit := nodeBit(i)
 	w.mu.Lock()
 	w.back |= bit
 	out := w.out&bit != 0
+	w.backNew = w.backNew || out
 	w.mu.Unlock()
 	if out {
 		w.poke()
 	}
 }
 
-// outIsBack reports whether a node that w's latest refused round could
-// not ask confirmed the key's subscription since that round began.
-func (w *waiter) outIsBack() bool {
+// takeBackNew reports, once, whether a node that w's latest refused round
+// could not ask confirmed the key's subscription during the sleep.
+func (w *waiter) takeBackNew() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.out&w.back != 0
+	b := w.backNew
+	w.backNew = false
+	return b
 }
 
 // poke implements listener: w counts again what it heard.
@@ -621,7 +658,7 @@ func (w *waiter) forget() {
 	default:
 	}
 	w.mu.Lock()
-	w.heard, w.named, w.ignore, w.out, w.back = 0, 0, 0, 0, 0
+	w.heard, w.named, w.ignore, w.out = 0, 0, 0, 0
 	w.mu.Unlock()
 }
 
@@ -637,16 +674,19 @@ func (w *waiter) ignoreOwn(r *round) {
 	w.mu.Unlock()
 }
 
-// ownNodes returns, as a mask, the nodes that may have granted a failed
-// round whose outcome on each node is nodes: those that granted, whether
-// or not restart safety counted the grant, and those not awaited. The
-// round releases them, and that release is announced: a waiting call
+// ownNodes returns, as a mask, the nodes that a failed round whose
+// outcome on each node is nodes may have taken keys on: those it owes a
+// release (owes: they granted, whether or not restart safety counted the
+// grant, or failed after the command may have landed), and those that had
+// not answered by its decision (not awaited, or timed out), which it
+// releases if they grant late. That release is announced: a waiting call
 // must not take its own announcements for another holder's release, or
-// it wakes itself after every round.
+// it wakes itself after every round. The nodes that refused are never
+// among them.
 func ownNodes(nodes []NodeResult) uint64 {
 	var mask uint64
 	for i, n := range nodes {
-		if n.Status == NodeOK || uncounted(n) || n.Status == NodePending && n.Err == nil {
+		if n.Status == NodePending || owes(n.Status, n.Err, -1, -1) {
 			mask |= nodeBit(i)
 		}
 	}

@@ -34,13 +34,17 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 
 	// The nodes w released itself after its failed round do not count:
 	// those that granted, whether restart safety counted the grant or not,
-	// and those not awaited, which may have granted.
+	// and those that had not answered by the decision (not awaited, timed
+	// out), which the round releases if they grant late; those that
+	// refused do.
 	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nGranted, nHeld, nHeld, nHeld}})
 	require.Equal(t, 1, w.announced(false))
 	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nUnchecked, nNotAwaited, nHeld, nHeld}})
 	require.Zero(t, w.announced(false))
 	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nTimedOut, nRestarted, nHeld, nHeld}})
-	require.Equal(t, 1, w.announced(false), "a node that timed out was asked: it may have released another holder's key")
+	require.Zero(t, w.announced(false))
+	w.ignoreOwn(&round{nodes: []NodeResult{nGranted, nRefusedDial, nHeld, nGranted, nGranted}})
+	require.Equal(t, 2, w.announced(false), "a node that refused, or that was never reached, holds no key of w's")
 
 	w.forget()
 	require.Zero(t, w.announced(false))
@@ -373,4 +377,45 @@ func (w *waiter) announce(i int, msg string) {
 	} else {
 		w.released(i, a.To)
 	}
+}
+
+// A waiter whose round could not ask node 4 is woken when node 4 confirms
+// the key's subscription (its pub/sub connection is back). When the round
+// that follows still cannot ask it (the Client's command connection to
+// the node dials with a back-off of its own), the next rounds come by
+// lagRetry, not after the holder's keys run out; once a round asks node 4,
+// the sleep is the round's own again.
+func TestWaiter_asksSoonAgainWhileANodeThatIsBackCannotBeAskedYet(t *testing.T) {
+	c, _, clk := newFakeClient(t, 5)
+	w := newTestWaiter(t, c, clk.Now())
+	down := []NodeResult{nGranted, nGranted, nHeld, nHeld, nRefusedDial} // out of reach: back-off
+	busy := []NodeResult{nNotAwaited, nNotAwaited, nHeld, nHeld, nHeld}  // the holder's keys: 5s
+	qe := func(nodes []NodeResult) *QuorumError {
+		return &QuorumError{Op: OpAcquire, Quorum: 3, Nodes: nodes, Err: ErrNotAcquired}
+	}
+	w.pace.retry = fixedRetry(time.Hour)
+
+	w.forget()
+	d, _ := w.pause(qe(down), 1)
+	require.Equal(t, time.Hour, d, "the back-off")
+	require.False(t, w.takeBackNew())
+	w.subscribed(3) // a node the round asked: no news
+	require.False(t, w.takeBackNew())
+	w.subscribed(4)
+	require.True(t, w.takeBackNew(), "node 4 is back: w asks again")
+	<-w.wake
+
+	for k := range 3 {
+		w.forget()
+		d, _ = w.pause(qe(down), k+2)
+		require.LessOrEqual(t, d, lagRetry.max, "round %d still could not ask node 4", k+2)
+		require.False(t, w.takeBackNew())
+	}
+
+	w.forget()
+	d, _ = w.pause(qe(busy), 5)
+	require.GreaterOrEqual(t, d, 5*time.Second, "node 4 was asked: the holder's keys pace the round")
+	w.forget()
+	d, _ = w.pause(qe(down), 6)
+	require.Equal(t, time.Hour, d, "down again, not heard back yet: the back-off")
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/async"
+	"github.com/quorumlock/redlock/internal/faults"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
@@ -814,7 +815,8 @@ func TestLock_aRoundWithTooManyNodesOutIsNotAskedAgainAsASplitVote(t *testing.T)
 // round was out of reach of a quorum (nodes 2 and 3 hold a foreign key),
 // and neither the back-off (10 minutes here), the holder's keys (an hour)
 // nor the refresh interval (10s with a 2s node timeout) would have woken
-// it within the test.
+// it within the test. (When the round after the wake still cannot ask the
+// node, the next ones come by lagRetry: TestWaiter_asksSoonAgainWhileANodeThatIsBackCannotBeAskedYet.)
 func TestLock_aWaiterAsksAgainOnceANodeItCouldNotAskIsBack(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
@@ -922,4 +924,35 @@ func TestWaiting_callsThatDoNotQueueAreNotWokenByTheirOwnReleasesWhileNodesStall
 			t.Logf("%d script calls on node 0", n)
 		})
 	}
+}
+
+// A node that answers after the node timeout may grant a waiter's round
+// after it failed; the round releases it, and the node announces that
+// release. It is the waiter's own, and must not wake it: with three of
+// five nodes replying 30ms late (a 15ms node timeout) and no queue, each
+// round's late grants woke the waiter for the next, some 27 rounds a
+// second.
+func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatCameLate(t *testing.T) {
+	e := newEnv(t, 5)
+	addrs := append([]string(nil), e.addrs...)
+	for i := 2; i < 5; i++ {
+		p, err := faults.NewProxy(e.addrs[i], int64(i))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		p.Set(faults.Fault{Mode: faults.DelayReplies, Delay: 30 * time.Millisecond})
+		addrs[i] = p.Addr()
+	}
+	c := newClient(t, newPools(t, addrs), redlock.WithRestartSafety(0), redlock.WithNodeTimeout(15*time.Millisecond),
+		redlock.WithHandoffWindow(0))
+	key := newKey(t)
+	resetStats(t, e.nodes[:1])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The back-off makes some fifteen rounds in 2s, each a script call on
+	// node 0 and a release there.
+	n := calls(t, e.nodes[0], "evalsha")
+	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s")
+	t.Logf("%d script calls on node 0", n)
 }
