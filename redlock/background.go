@@ -117,6 +117,16 @@ func (b *background) replied() { b.wg.Done() }
 // when it is.
 func (b *background) closing() <-chan struct{} { return b.done }
 
+// isClosing reports whether Close was called.
+func (b *background) isClosing() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // close refuses new work from now on; wait waits for the work under way.
 func (b *background) close() {
 	b.mu.Lock()

@@ -36,6 +36,12 @@ type grab struct {
 	// what the call knows (its queue id, its rounds, its hand-off token)
 	// before anything else can read the lock (its extender starts).
 	adopt func(l *Lock, r *round)
+	// owedBy, when not nil, is a waiting call's record of its latest
+	// round that owes each node a release, and seq is this round's
+	// number: a later round's release on a node undoes this one's too
+	// (superseder).
+	owedBy *superseder
+	seq    int64
 }
 
 // grabKind is the kind of lock a grab takes: it says how a failed round
@@ -103,8 +109,7 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 	}
 	if won >= 0 {
 		// The nodes that took another choice give it up.
-		script, args := g.release(c, won)
-		c.oweRelease(ctx, script, args, r, g.ttl, won)
+		c.oweRelease(ctx, g, r, won)
 	}
 	l := c.newLock(ctx, g, r, until)
 	l.fence, l.fences = fence, fences
@@ -139,8 +144,7 @@ func (c *Client) owe(ctx context.Context, g *grab, r *round) {
 	if g.req.tx != nil {
 		return
 	}
-	script, args := g.release(c, -1)
-	c.oweRelease(ctx, script, args, r, g.ttl, -1)
+	c.oweRelease(ctx, g, r, -1)
 }
 
 // grantStatus reads a node's answer to an acquisition script (of one key

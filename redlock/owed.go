@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/pool"
@@ -18,7 +19,9 @@ import (
 // answered two releases one after the other (the second sent after the
 // first was answered: by then the node has read everything sent to it
 // before, on any connection). The effort is bounded by the lock's TTL and
-// stops when the Client closes, after the attempt under way.
+// stops when the Client closes, after the attempt under way; a waiting
+// Lock call's earlier rounds stop once a later round owes the node
+// (superseder).
 
 // Pauses between the attempts of an owed release.
 const (
@@ -32,8 +35,44 @@ type debt struct {
 	ctx    context.Context // the caller's values, without its cancellation
 	script *pool.Script
 	args   []any
-	until  time.Time // no attempt starts after this
+	until  time.Time   // no attempt starts after this
+	by     *superseder // the waiting call whose round this is, nil for none
+	seq    int64       // the round's number among by's
 }
+
+// superseder is a waiting Lock call's record, per node, of its latest
+// round that owes the node a release. A round of the call takes over what
+// an earlier round left on a node (its value names the earlier round:
+// acquire.lua), or is refused there as late; either way, the release the
+// later round owes undoes both. So a debt of an earlier round stops
+// trying once a later one owes the node: while a node stalls, a call that
+// waits keeps one release going to it, not one per round it made.
+type superseder struct{ latest []atomic.Int64 }
+
+func newSuperseder(nodes int) *superseder {
+	return &superseder{latest: make([]atomic.Int64, nodes)}
+}
+
+// owes notes that the round numbered seq owes node i a release.
+func (s *superseder) owes(i int, seq int64) {
+	for {
+		cur := s.latest[i].Load()
+		if cur >= seq || s.latest[i].CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// note records, for a waiting call's round, that d owes node i.
+func (d *debt) note(i int) {
+	if d.by != nil {
+		d.by.owes(i, d.seq)
+	}
+}
+
+// superseded reports whether d's release to node i is undone by a later
+// round's.
+func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Load() > d.seq }
 
 // oweRelease undoes a failed acquisition round r: script with args, its
 // release, goes to every node that granted it, or failed in a way that
@@ -46,12 +85,15 @@ type debt struct {
 // On a choice round that was won, keep is the choice won (-1 otherwise):
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
-func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any, r *round, ttl time.Duration, keep int) {
-	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(ttl)}
+func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
+	script, args := g.release(c, keep)
+	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
+		by: g.owedBy, seq: g.seq}
 	var owed []int
 	for i, n := range r.nodes {
 		if owes(n.Status, n.Err, r.pick(i), keep) {
 			owed = append(owed, i)
+			d.note(i)
 		}
 	}
 	if len(owed) == 0 && r.pending == 0 {
@@ -66,7 +108,7 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 	// Each node is settled in a goroutine of its own, started by this
 	// one while it holds its count, so Close waits for them all.
 	settle := func(i int, acqAnswered bool, first chan result) {
-		c.bg.goHeld(func() { d.settle(i, acqAnswered, first) })
+		c.bg.goHeld(func() { d.settle(i, acqAnswered, first, false) })
 	}
 	if c.bg.goTracked(func() {
 		for k, i := range owed {
@@ -74,6 +116,7 @@ func (c *Client) oweRelease(ctx context.Context, script *pool.Script, args []any
 		}
 		for range r.pending {
 			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
+				d.note(o.i)
 				settle(o.i, o.status == NodeOK || answered(o.err), nil)
 			}
 		}
@@ -129,10 +172,10 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 	d := &debt{c: c, ctx: context.WithoutCancel(r.lateCtx), script: r.req.script, args: r.req.args,
 		until: c.cfg.clock.Now().Add(r.lateBound)}
 	if held {
-		c.bg.goHeld(func() { d.settle(o.i, true, nil) })
+		c.bg.goHeld(func() { d.settle(o.i, true, nil, true) })
 		return
 	}
-	c.bg.goTracked(func() { d.settle(o.i, true, nil) })
+	c.bg.goTracked(func() { d.settle(o.i, true, nil, true) })
 }
 
 // owe sends the release to node i now, and when that attempt fails
@@ -145,7 +188,7 @@ func (d *debt) owe(i int) {
 		s.StartEval(owedAttempt{d: d, i: i, t: c.bg.claimHeld()}, d.script, d.args...)
 		return
 	}
-	c.bg.goHeld(func() { d.settle(i, true, nil) })
+	c.bg.goHeld(func() { d.settle(i, true, nil, false) })
 }
 
 // owedAttempt is the first attempt of an owed release (debt.owe): a
@@ -159,7 +202,7 @@ type owedAttempt struct {
 // Receive implements async.Receiver.
 func (o owedAttempt) Receive(_ any, err error) {
 	if err != nil && !replied(err) && !errors.Is(err, pool.ErrClosed) {
-		o.d.c.bg.goHeld(func() { o.d.settle(o.i, true, nil) }) // o.t still counts
+		o.d.c.bg.goHeld(func() { o.d.settle(o.i, true, nil, true) }) // o.t still counts
 	}
 	o.t.done()
 }
@@ -184,14 +227,22 @@ func (d *debt) start(i int) chan result {
 
 // settle releases node i until the node has answered as the package
 // comment above says; acqAnswered tells whether it answered the command the
-// release undoes. first, when not nil, carries the first attempt's result.
-func (d *debt) settle(i int, acqAnswered bool, first chan result) {
+// release undoes. first, when not nil, carries the first attempt's result;
+// tried says that an attempt was made and failed already. Once the Client
+// is closing, no attempt starts but a first one (a node that granted
+// late holds the key for its TTL without it); none starts once a later
+// round of the same waiting call owes the node (superseded).
+func (d *debt) settle(i int, acqAnswered bool, first chan result, tried bool) {
 	clk := d.c.cfg.clock
 	pause, answers := owedPauseMin, 0
 	for {
 		if first == nil {
+			if tried && d.c.bg.isClosing() || d.superseded(i) {
+				return
+			}
 			first = d.start(i)
 		}
+		tried = true
 		res := <-first
 		first = nil
 		if res.err == nil || replied(res.err) {

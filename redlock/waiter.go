@@ -224,6 +224,7 @@ type waiter struct {
 	last   *round
 	sent   pending
 	pace   pacing
+	owedBy *superseder // with a hand-off token: its rounds' releases, each undoing the earlier ones'
 
 	// mu guards what the notifier writes: the announcements since the
 	// latest round began. Lock order: notifier.mu, then waiter.mu; nothing
@@ -263,6 +264,7 @@ func (c *Client) newWaiter(key string, ttl time.Duration, cfg lockConfig, since 
 				return nil, err
 			}
 			w.token, w.granted, w.heardOn = w.id+"/"+secret, make([]int, len(c.pools)), make([]uint64, len(c.pools))
+			w.owedBy = newSuperseder(len(c.pools))
 		}
 	}
 	return w, nil
@@ -340,6 +342,9 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 		if g, err = w.c.mutexGrab(w.key, w.ttl, w.cfg, &ww); err != nil {
 			return nil, nil, err
 		}
+	}
+	if w.owedBy != nil {
+		g.owedBy, g.seq = w.owedBy, int64(ww.Round)
 	}
 	g.adopt = func(l *Lock, r *round) {
 		w.queuedBy(r)
