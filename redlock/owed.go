@@ -41,12 +41,17 @@ type debt struct {
 }
 
 // superseder is a waiting Lock call's record, per node, of its latest
-// round that owes the node a release. A round of the call takes over what
-// an earlier round left on a node (its value names the earlier round:
-// acquire.lua), or is refused there as late; either way, the release the
-// later round owes undoes both. So a debt of an earlier round stops
+// round that owes the node a release. A debt of an earlier round stops
 // trying once a later one owes the node: while a node stalls, a call that
-// waits keeps one release going to it, not one per round it made.
+// waits keeps one release going to it, not one per round it made. What
+// the earlier round may have left there is the call's own token: a later
+// round of the call takes it over (its value names the earlier round:
+// acquire.lua), or is refused as late, and the later round's release
+// undoes both. Should the later round's command be lost on the way (a
+// broken connection), the earlier token stays, but only until the call
+// ends: its last release (waiter.end), or the Unlock of the lock it got,
+// gives up every value that starts with its hand-off token, rounds'
+// tokens included, on every node.
 type superseder struct{ latest []atomic.Int64 }
 
 func newSuperseder(nodes int) *superseder {
