@@ -19,8 +19,9 @@ import (
 // answered two releases one after the other (the second sent after the
 // first was answered: by then the node has read everything sent to it
 // before, on any connection). The effort is bounded by the lock's TTL and
-// stops when the Client closes, after the attempt under way; a waiting
-// Lock call's earlier rounds stop once a later round owes the node
+// stops when the Client closes, after the attempt under way (a node that
+// grants after that still gets one release: debt.settle); a waiting Lock
+// call's earlier rounds stop once a later round owes the node
 // (superseder).
 
 // Pauses between the attempts of an owed release.
@@ -112,17 +113,17 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 	}
 	// Each node is settled in a goroutine of its own, started by this
 	// one while it holds its count, so Close waits for them all.
-	settle := func(i int, acqAnswered bool, first chan result) {
-		c.bg.goHeld(func() { d.settle(i, acqAnswered, first, false) })
+	settle := func(i int, acqAnswered bool, first chan result, optional bool) {
+		c.bg.goHeld(func() { d.settle(i, acqAnswered, first, optional) })
 	}
 	if c.bg.goTracked(func() {
 		for k, i := range owed {
-			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k])
+			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k], true)
 		}
 		for range r.pending {
 			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 				d.note(o.i)
-				settle(o.i, o.status == NodeOK || answered(o.err), nil)
+				settle(o.i, o.status == NodeOK || answered(o.err), nil, o.status != NodeOK)
 			}
 		}
 	}) {
@@ -232,22 +233,25 @@ func (d *debt) start(i int) chan result {
 
 // settle releases node i until the node has answered as the package
 // comment above says; acqAnswered tells whether it answered the command the
-// release undoes. first, when not nil, carries the first attempt's result;
-// tried says that an attempt was made and failed already. Once the Client
-// is closing, no attempt starts but a first one (a node that granted
-// late holds the key for its TTL without it); none starts once a later
-// round of the same waiting call owes the node (superseded).
-func (d *debt) settle(i int, acqAnswered bool, first chan result, tried bool) {
+// release undoes. first, when not nil, carries the first attempt's result.
+// Once the Client is closing, an attempt starts only when it is not
+// optional: the first release of a node that granted after the round's
+// decision, which holds the key for its TTL without it. A retry is
+// optional, and so is the first release of a node whose command failed
+// without an answer (it may hold nothing): Close does not wait another
+// I/O timeout for them. No attempt starts once a later round of the same
+// waiting call owes the node (superseded).
+func (d *debt) settle(i int, acqAnswered bool, first chan result, optional bool) {
 	clk := d.c.cfg.clock
 	pause, answers := owedPauseMin, 0
 	for {
 		if first == nil {
-			if tried && d.c.bg.isClosing() || d.superseded(i) {
+			if optional && d.c.bg.isClosing() || d.superseded(i) {
 				return
 			}
 			first = d.start(i)
 		}
-		tried = true
+		optional = true
 		res := <-first
 		first = nil
 		if res.err == nil || replied(res.err) {

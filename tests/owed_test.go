@@ -133,6 +133,37 @@ func TestClose_startsNoOwedReleaseAttemptOnceCalled(t *testing.T) {
 	require.Less(t, took, testReadTimeout+testReadTimeout/2, "Close waited past the attempt under way")
 }
 
+// The same when the acquisition failed: a TryLock refused for three
+// paused nodes owes them a release once their commands time out, after
+// the call returned. Close waited for that time-out, then for a release
+// attempt it started on each (4s, two I/O timeouts).
+func TestClose_startsNoReleaseOfAFailedAcquisitionThatTimedOut(t *testing.T) {
+	e := newEnv(t, 5)
+	pools, nodes := countingPools(t, e.addrs)
+	c, err := redlock.New(pools, redlock.WithNodeTimeout(10*time.Millisecond))
+	require.NoError(t, err)
+	warm, err := c.TryLock(ctxT(t, quickly), newKey(t), longTTL) // the restart checks settle
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctxT(t, quickly)))
+	for _, s := range e.nodes[:3] {
+		require.NoError(t, s.Pause())
+		t.Cleanup(func() { _ = s.Resume() })
+	}
+	_, err = c.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	before := commandCounts(nodes)
+	start := time.Now()
+	require.NoError(t, c.Close())
+	took := time.Since(start)
+	after := commandCounts(nodes)
+	for i := range after {
+		after[i] -= before[i]
+	}
+	t.Logf("Close took %v (I/O timeout %v); commands started meanwhile: %v", took.Round(time.Millisecond), testReadTimeout, after)
+	require.Equal(t, []int64{0, 0, 0, 0, 0}, after, "commands started after Close was called")
+	require.Less(t, took, testReadTimeout+testReadTimeout/2, "Close waited past the commands under way")
+}
+
 // Each failed round of a waiting Lock owes a release to the nodes that
 // may have granted it, and on a stalled node every round may have. A
 // later round of the same call undoes what an earlier one left there, so
