@@ -203,6 +203,19 @@ func (e *QuorumError) unaskedNodes() uint64 {
 	return m
 }
 
+// unreachableNodes returns, as a mask, the nodes that unasked counts
+// because the Client could not reach them (no connection): not those
+// that restart safety excludes, nor those that timed out.
+func (e *QuorumError) unreachableNodes() uint64 {
+	var m uint64
+	for i, r := range e.Nodes {
+		if r.Status == NodeFailed && notAsked(r.Err) && !notCounted(r.Err) {
+			m |= nodeBit(i)
+		}
+	}
+	return m
+}
+
 // isUnasked reports whether r is a node the round could not ask.
 func isUnasked(r NodeResult) bool {
 	return r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err)

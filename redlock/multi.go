@@ -194,7 +194,6 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		// stay ignored until this round's replace them: their
 		// announcements can come while this round runs.
 		mw.drain()
-		mw.out.Store(0)
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
@@ -207,8 +206,8 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		out := qe.unaskedNodes()
 		mw.out.Store(out)
 		// The nodes the round asked are no longer news; one it could not
-		// ask that is back already paces the call by lagRetry.
-		d = p.lag(d, updateMask(&mw.back, func(b uint64) uint64 { return b & out }) != 0)
+		// reach that is back already paces the call by lagRetry.
+		d = p.lag(d, updateMask(&mw.back, func(b uint64) uint64 { return b & out })&qe.unreachableNodes() != 0)
 		if err := mw.sleep(ctx, d); err != nil {
 			return nil, refused, p.end(err, qe)
 		}
@@ -223,8 +222,8 @@ type multiWaiter struct {
 	id     string // the call's id in announcements; "" for none
 	wake   chan struct{}
 	kws    []*keyWait
-	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes); 0 while a round runs
-	back   atomic.Uint64 // nodes that confirmed a key's subscription and that no round has asked since
+	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes), until the next one's replace them
+	back   atomic.Uint64 // nodes of out that confirmed a key's subscription since, and that no round has asked since
 	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
 }
 
@@ -265,8 +264,8 @@ func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 // the call asks again.
 func (mw *multiWaiter) subscribed(i int) {
 	bit := nodeBit(i)
-	updateMask(&mw.back, func(b uint64) uint64 { return b | bit })
 	if mw.out.Load()&bit != 0 {
+		updateMask(&mw.back, func(b uint64) uint64 { return b | bit })
 		mw.poke()
 	}
 }

@@ -234,9 +234,9 @@ type waiter struct {
 	heard  uint64 // bit i: node i released the key and named this waiter or no one
 	named  uint64 // bit i: node i kept the key for this waiter
 	ignore uint64 // nodes this waiter released itself after its round
-	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes); 0 while a round runs
-	// back: nodes that confirmed the key's subscription and that no round
-	// has asked since; backNew: one of out did so during the sleep.
+	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes), until the next one's replace them
+	// back: nodes of out that confirmed the key's subscription since, and
+	// that no round has asked since; backNew: one did so during the sleep.
 	back    uint64
 	backNew bool
 	// granted[i] is the round named by node i's latest hand-off to this
@@ -484,14 +484,16 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 // pause returns how long w sleeps after the refused round qe, the
 // failures-th in a row, and whether it was a split vote (pacing.next),
 // and notes the nodes qe could not ask: one of them that confirms the
-// key's subscription wakes w (subscribed), and one that did so already
-// cuts the sleep to lagRetry's (pacing.lag).
+// key's subscription wakes w (subscribed). One that did so already, and
+// that qe could still not reach (its command connection dials again),
+// cuts the sleep to lagRetry's (pacing.lag); one that restart safety
+// excludes, or that timed out, does not.
 func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
 	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
 	w.mu.Lock()
 	w.out = qe.unaskedNodes()
 	w.back &= w.out // the nodes the round asked are no longer news
-	lagging := w.back != 0
+	lagging := w.back&qe.unreachableNodes() != 0
 	w.backNew = false
 	w.mu.Unlock()
 	return w.pace.lag(d, lagging), split
@@ -624,9 +626,11 @@ func (w *waiter) handedOff(i int, to string, round int, conn uint64) {
 func (w *waiter) subscribed(i int) {
 	bit := nodeBit(i)
 	w.mu.Lock()
-	w.back |= bit
 	out := w.out&bit != 0
-	w.backNew = w.backNew || out
+	if out {
+		w.back |= bit
+		w.backNew = true
+	}
 	w.mu.Unlock()
 	if out {
 		w.poke()
@@ -663,7 +667,7 @@ func (w *waiter) forget() {
 	default:
 	}
 	w.mu.Lock()
-	w.heard, w.named, w.ignore, w.out = 0, 0, 0, 0
+	w.heard, w.named, w.ignore = 0, 0, 0
 	w.mu.Unlock()
 }
 

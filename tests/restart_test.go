@@ -462,3 +462,31 @@ func TestRestartSafety_theFirstCheckDoesNotWaitForStalledNodesTwice(t *testing.T
 	// The check and the round each wait out the stalled nodes' timeout.
 	require.Less(t, took, 7*timeout/2, "TryLock took %v", took)
 }
+
+// A node that restart safety excludes answers, and its pub/sub connection
+// is up: it is no node that came back, and a waiting call paces its
+// rounds as the refusals say (here by the back-off, 10 minutes, and the
+// holder's keys, capped by the refresh interval: 5s with the tests' 1s
+// node timeout), not every few hundred milliseconds for as long as the
+// node is excluded (48 calls on a node in 3s).
+func TestRestartSafety_aWaiterDoesNotPollWhileANodeIsExcluded(t *testing.T) {
+	e := newEnv(t, 5)
+	c := e.client(redlock.WithRestartSafety(20 * time.Second))
+	warm, err := c.TryLock(ctxT(t, quickly), newKey(t), time.Second) // the nodes are marked
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctxT(t, quickly)))
+	restartEmpty(t, e, 4)
+	key := newKey(t)
+	holdForeign(t, e.nodes, key, 0, 1)
+	resetStats(t, e.nodes[2:3])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = c.Lock(ctx, key, 10*time.Second, neverRetry)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "node restarted without its data", "node 4 was excluded")
+	// The first rounds, while the subscription is made, and one when node
+	// 4 confirms it; a round and a release each.
+	n := calls(t, e.nodes[2], "evalsha") + calls(t, e.nodes[2], "exec")
+	require.LessOrEqual(t, n, 10, "calls on node 2 while Lock waited 3s")
+	t.Logf("%d calls on node 2", n)
+}
