@@ -614,13 +614,16 @@ func (c *Client) nodeContext(ctx context.Context) (context.Context, context.Canc
 
 // doneStatus reads the answer of the extension and release scripts: done
 // (NodeOK), not ours (NodeRefused), or a release done but not announced:
-// NodeOK with the node's refusal to PUBLISH as its error.
+// NodeOK with the node's refusal to PUBLISH as its error. Any other
+// answer fails the node: it is no answer of those scripts.
 func doneStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if err != nil {
 		return NodeFailed, err
 	}
-	d := wire.ParseDone(reply)
+	d, err := wire.ParseDone(reply)
 	switch {
+	case err != nil:
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: err}
 	case !d.OK:
 		return NodeRefused, nil
 	case d.Unannounced != "":

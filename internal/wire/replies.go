@@ -118,21 +118,27 @@ type Done struct {
 }
 
 // ParseDone reads 1 or 0 (extensions, releases), or {1, error}: given
-// up, but not announced. Any other reply is a Done that is not OK.
-func ParseDone(reply any) Done {
-	if n, ok := reply.(int64); ok {
-		return Done{OK: n == 1}
-	}
-	if vs, ok := reply.([]any); ok && len(vs) == 2 {
-		if n, ok := vs[0].(int64); ok && n == 1 {
-			msg, _ := String(vs[1])
+// up, but not announced. Any other reply is an error: a node that
+// answers so did not run the script the Client sent.
+func ParseDone(reply any) (Done, error) {
+	switch r := reply.(type) {
+	case int64:
+		if r == 0 || r == 1 {
+			return Done{OK: r == 1}, nil
+		}
+	case []any:
+		if len(r) != 2 {
+			break
+		}
+		if n, ok := r[0].(int64); ok && n == 1 {
+			msg, _ := String(r[1])
 			if msg == "" {
 				msg = "PUBLISH refused"
 			}
-			return Done{OK: true, Unannounced: msg}
+			return Done{OK: true, Unannounced: msg}, nil
 		}
 	}
-	return Done{}
+	return Done{}, fmt.Errorf("unexpected reply %v", reply)
 }
 
 // Inspection is a node's answer to the inspection script.

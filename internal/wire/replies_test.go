@@ -56,10 +56,24 @@ func TestFenceAt(t *testing.T) {
 }
 
 func TestParseDone(t *testing.T) {
-	require.Equal(t, Done{OK: true}, ParseDone(int64(1)))
-	require.Equal(t, Done{}, ParseDone(int64(0)))
-	require.Equal(t, Done{OK: true, Unannounced: "NOPERM x"}, ParseDone([]any{int64(1), []byte("NOPERM x")}))
-	require.Equal(t, Done{}, ParseDone("OK"))
+	for _, tc := range []struct {
+		reply any
+		want  Done
+	}{
+		{int64(1), Done{OK: true}},
+		{int64(0), Done{}},
+		{[]any{int64(1), []byte("NOPERM x")}, Done{OK: true, Unannounced: "NOPERM x"}},
+	} {
+		d, err := ParseDone(tc.reply)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, d)
+	}
+	// What no extension or release script answers: a node that did not run it.
+	for _, reply := range []any{"OK", []byte("abc"), int64(7), int64(-1), []any{}, []any{[]byte("a"), []byte("b")},
+		[]any{int64(0), []byte("x")}, []any{int64(1)}, nil} {
+		_, err := ParseDone(reply)
+		require.Error(t, err, "%#v", reply)
+	}
 }
 
 func TestParseAnnouncement(t *testing.T) {
