@@ -16,9 +16,10 @@ import (
 // the checks see the plaintext, and so that the handshake shares the dial
 // timeout and the caller's context with the TCP connect.
 type dialer struct {
-	net     net.Dialer
-	tls     *tls.Config // nil for plain TCP
-	timeout time.Duration
+	net       net.Dialer
+	tls       *tls.Config // nil for plain TCP
+	timeout   time.Duration
+	allowance bulkAllowance // the node's, shared by the connections it dials
 }
 
 func newDialer(timeout time.Duration, tc *tls.Config) *dialer {
@@ -52,6 +53,6 @@ func (d *dialer) dialFunc(lazy bool) func(ctx context.Context, network, addr str
 		if lazy {
 			c = &lazyDeadlineConn{Conn: c}
 		}
-		return &respConn{Conn: c}, nil
+		return &respConn{Conn: c, s: respScanner{allowance: &d.allowance}}, nil
 	}
 }

@@ -63,10 +63,11 @@
 //
 // redigo trusts the lengths a node declares, and may allocate terabytes or
 // panic on a hostile reply. The pools of New check every reply before
-// redigo reads it (bulk strings up to 64 MiB, 2^20 pending array elements,
-// nesting 32 deep, lines up to 1 MiB), on DialPubSub's connections too: a
-// reply beyond those limits drops the connection and fails its calls with
-// a *NodeError. FromRedigo's pools cannot check what the caller's redigo
+// redigo reads it (bulk strings up to 64 MiB, and those over 1 MiB up to
+// 64 MiB between all the node's connections at once; 2^20 pending array
+// elements, nesting 32 deep, lines up to 1 MiB), on DialPubSub's
+// connections too: a reply beyond those limits drops the connection and
+// fails its calls with a *NodeError. FromRedigo's pools cannot check what the caller's redigo
 // pool reads; they turn a panic of redigo into the call's error, but
 // allocate any length the machine can. Use New for nodes that are not
 // trusted. See docs/operations.md.

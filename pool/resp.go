@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 )
 
 // Limits on what a node may declare in a reply. redigo allocates a bulk
@@ -23,7 +24,27 @@ const (
 	maxDepth = 32
 	// maxLineLen bounds a status, error or integer line, and a header.
 	maxLineLen = 1 << 20
+	// largeBulk is the size above which a bulk string draws on its
+	// node's allowance (bulkAllowance), shared by all the node's
+	// connections: maxBulkLen alone bounds each connection, and a node
+	// with many connections could declare one on each at once.
+	largeBulk = 1 << 20
 )
+
+// bulkAllowance is what the bulk strings larger than largeBulk that a
+// node declared and has not sent in full yet may add up to, over all its
+// connections: maxBulkLen. A header past it drops its connection as a
+// bad reply does.
+type bulkAllowance struct{ declared atomic.Int64 }
+
+// take reserves n bytes, or reports that they do not fit.
+func (a *bulkAllowance) take(n int64) bool {
+	if a.declared.Add(n) > maxBulkLen {
+		a.declared.Add(-n)
+		return false
+	}
+	return true
+}
 
 // errBadReply is in the chain of the error of every call whose connection
 // was dropped because the node sent a reply that is malformed or exceeds
@@ -39,6 +60,13 @@ type respConn struct {
 	net.Conn
 	s   respScanner
 	err error
+}
+
+// Close closes the connection and gives back what the bulk string being
+// read holds of its node's allowance.
+func (c *respConn) Close() error {
+	c.s.giveBack()
+	return c.Conn.Close()
 }
 
 func (c *respConn) Read(p []byte) (int, error) {
@@ -77,6 +105,17 @@ type respScanner struct {
 	stack   [maxDepth]int64
 	depth   int
 	pending int64
+	// The node's allowance for large bulk strings (nil: none), and what
+	// the bulk string being read holds of it (read by Close too).
+	allowance *bulkAllowance
+	held      atomic.Int64
+}
+
+// giveBack returns what the scanner holds of its node's allowance.
+func (s *respScanner) giveBack() {
+	if n := s.held.Swap(0); n > 0 {
+		s.allowance.declared.Add(-n)
+	}
 }
 
 const (
@@ -131,6 +170,7 @@ func (s *respScanner) skipBulk(b []byte, i int) int {
 	}
 	i += int(s.bulk)
 	s.bulk = 0
+	s.giveBack()
 	// The CRLF after the data was skipped with it; redigo checks it.
 	s.complete()
 	s.state = stLineStart
@@ -180,6 +220,12 @@ func (s *respScanner) endLine() error {
 	case s.neg || s.digits == 0:
 		return fmt.Errorf("%w: bad length in a %q header", errBadReply, s.kind)
 	case s.kind == '$':
+		if s.val > largeBulk && s.allowance != nil {
+			if !s.allowance.take(s.val) {
+				return fmt.Errorf("%w: bulk strings of more than %d bytes declared at once on the node's connections", errBadReply, maxBulkLen)
+			}
+			s.held.Store(s.val)
+		}
 		s.bulk = s.val + 2
 		s.state = stBulk
 		return nil

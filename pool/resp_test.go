@@ -31,7 +31,7 @@ func TestRespScanner_passesValidRepliesSplitAnywhere(t *testing.T) {
 			}
 		}
 		if s.state != stLineStart || s.depth != 0 || s.pending != 0 {
-			t.Fatalf("reads of %d bytes: not between replies at the end: %+v", size, s)
+			t.Fatalf("reads of %d bytes: not between replies at the end: state %d, depth %d, pending %d", size, s.state, s.depth, s.pending)
 		}
 	}
 }
@@ -68,5 +68,37 @@ func TestRespScanner_stopsAtTheLineThatBreaksALimit(t *testing.T) {
 		if _, err := s.scan([]byte(ok)); err != nil {
 			t.Fatalf("%.20q: %v", ok, err)
 		}
+	}
+}
+
+// Bulk strings over largeBulk draw on their node's allowance, shared by
+// the scanners of all its connections: once they add up to maxBulkLen, a
+// header that would pass it is a bad reply, until a bulk string is read
+// through or its connection closes. Each connection's own limit let a
+// node with 64 connections make the client allocate 64 times maxBulkLen.
+func TestRespScanner_largeBulkStringsShareTheirNodesAllowance(t *testing.T) {
+	var a bulkAllowance
+	var first, second, third respScanner
+	first.allowance, second.allowance, third.allowance = &a, &a, &a
+	if _, err := first.scan([]byte("$67108864\r\n")); err != nil {
+		t.Fatalf("the allowance itself: %v", err)
+	}
+	if n, err := second.scan([]byte("+OK\r\n$2097152\r\n")); err == nil || n != len("+OK\r\n") {
+		t.Fatalf("a second large bulk while the first is held: scan = %d, %v", n, err)
+	}
+	if _, err := third.scan([]byte("$1048576\r\n")); err != nil {
+		t.Fatalf("a bulk of largeBulk bytes draws on no allowance: %v", err)
+	}
+	// The first is read through: its share comes back.
+	first.scan([]byte(strings.Repeat("x", 64<<20) + "\r\n"))
+	var fourth respScanner
+	fourth.allowance = &a
+	if _, err := fourth.scan([]byte("$33554432\r\n")); err != nil {
+		t.Fatalf("after the first was read: %v", err)
+	}
+	// A connection that closes mid-bulk gives its share back.
+	fourth.giveBack()
+	if got := a.declared.Load(); got != 0 {
+		t.Fatalf("allowance in use after every bulk ended: %d", got)
 	}
 }
