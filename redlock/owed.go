@@ -123,7 +123,8 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 		for range r.pending {
 			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 				d.note(o.i)
-				settle(o.i, o.status == NodeOK || answered(o.err), nil, o.status != NodeOK)
+				acqAnswered := o.status == NodeOK || answered(o.err)
+				settle(o.i, acqAnswered, nil, !acqAnswered)
 			}
 		}
 	}) {
@@ -235,11 +236,11 @@ func (d *debt) start(i int) chan result {
 // comment above says; acqAnswered tells whether it answered the command the
 // release undoes. first, when not nil, carries the first attempt's result.
 // Once the Client is closing, an attempt starts only when it is not
-// optional: the first release of a node that granted after the round's
-// decision, which holds the key for its TTL without it. A retry is
-// optional, and so is the first release of a node whose command failed
-// without an answer (it may hold nothing): Close does not wait another
-// I/O timeout for them. No attempt starts once a later round of the same
+// optional: the first release of a node that answered the round after its
+// decision (a grant, counted by restart safety or not, holds the key for
+// its TTL without it). A retry is optional, and so is the first release
+// of a node whose command failed without an answer (it may hold nothing):
+// Close does not wait another I/O timeout for them. No attempt starts once a later round of the same
 // waiting call owes the node (superseded).
 func (d *debt) settle(i int, acqAnswered bool, first chan result, optional bool) {
 	clk := d.c.cfg.clock
