@@ -524,12 +524,25 @@ func (c *pubSub) shut(wait bool) {
 
 // read hands what arrives to on until the connection fails or is closed,
 // then ends it with PubSubClosed once the PubSub is closed.
+// receive is ps.Receive, with a panic of go-redis turned into an error:
+// go-redis reads a malformed publish/subscribe reply (an empty array, a
+// kind that is not a string) by indexing and asserting without checks,
+// and a node must not be able to crash the process.
+func receive(ctx context.Context, ps *redis.PubSub) (msg any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, fmt.Errorf("malformed publish/subscribe reply (go-redis: %v)", r)
+		}
+	}()
+	return ps.Receive(ctx)
+}
+
 func (c *pubSub) read(on func(pool.PubSubEvent)) {
 	defer close(c.done)
 	ctx := context.WithValue(context.Background(), pubSubKey{}, c)
 	dialPong := true // the answer to DialPubSub's PING comes first
 	for {
-		msg, err := c.ps.Receive(ctx)
+		msg, err := receive(ctx, c.ps)
 		var ev pool.PubSubEvent
 		if err == nil {
 			switch m := msg.(type) {
