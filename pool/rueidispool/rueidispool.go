@@ -263,30 +263,58 @@ func (p *rueidisPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent))
 		}
 		c = nodes[as[0]]
 	}
-	d, release := c.Dedicate()
-	ps := &pubSub{p: p, d: d, release: release, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	ended := d.SetPubSubHooks(rueidis.PubSubHooks{
-		OnMessage: func(m rueidis.PubSubMessage) {
-			ps.push(pool.PubSubEvent{Kind: pool.PubSubMessage, Channel: m.Channel, Data: m.Message})
-		},
-		OnSubscription: func(s rueidis.PubSubSubscription) {
-			switch s.Kind {
-			case "subscribe":
-				ps.push(pool.PubSubEvent{Kind: pool.PubSubSubscribed, Channel: s.Channel})
-			case "unsubscribe":
-				ps.push(pool.PubSubEvent{Kind: pool.PubSubUnsubscribed, Channel: s.Channel})
-			}
-		},
-	})
-	// The first command dials: a PING makes sure the node is there.
-	dctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
-	defer cancel()
-	if err := d.Do(dctx, d.B().Ping().Build()).Error(); err != nil {
-		d.Close()
-		release()
-		return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: replyError(err)}
+	ps := &pubSub{p: p, wake: make(chan struct{}, 1), done: make(chan struct{}), pending: make(chan struct{}, 1)}
+	// rueidis dials a dedicated connection without the caller's context
+	// (its own dial timeout bounds it): the dial, and a PING that makes
+	// sure the node is there, run in a goroutine of their own, and a ctx
+	// that ends first ends the wait (the connection is closed once they
+	// are done).
+	type dialed struct {
+		d       rueidis.DedicatedClient
+		release func()
+		ended   <-chan error
+		err     error
 	}
+	got := make(chan dialed, 1)
+	go func() {
+		d, release := c.Dedicate()
+		ended := d.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage: func(m rueidis.PubSubMessage) {
+				ps.push(pool.PubSubEvent{Kind: pool.PubSubMessage, Channel: m.Channel, Data: m.Message})
+			},
+			OnSubscription: func(s rueidis.PubSubSubscription) {
+				switch s.Kind {
+				case "subscribe":
+					ps.push(pool.PubSubEvent{Kind: pool.PubSubSubscribed, Channel: s.Channel})
+				case "unsubscribe":
+					ps.push(pool.PubSubEvent{Kind: pool.PubSubUnsubscribed, Channel: s.Channel})
+				}
+			},
+		})
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout)
+		defer cancel()
+		got <- dialed{d: d, release: release, ended: ended, err: d.Do(pctx, d.B().Ping().Build()).Error()}
+	}()
+	var dl dialed
+	select {
+	case dl = <-got:
+	case <-ctx.Done():
+		go func() {
+			dl := <-got
+			dl.d.Close()
+			dl.release()
+		}()
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: ctx.Err()}
+	}
+	if dl.err != nil {
+		dl.d.Close()
+		dl.release()
+		return nil, &pool.NodeError{Addr: p.cfg.name, Op: "dial", Err: replyError(dl.err)}
+	}
+	ps.d, ps.release = dl.d, dl.release
+	ended := dl.ended
 	go ps.deliver(on)
+	go ps.sendAll()
 	go func() {
 		var err error
 		for e := range ended {
@@ -310,6 +338,18 @@ type pubSub struct {
 	wake     chan struct{} // a token when the queue grew
 	once     sync.Once
 	done     chan struct{} // closed when the connection is shut
+
+	smu     sync.Mutex
+	outbox  []command     // commands not sent yet, in order
+	pending chan struct{} // a token when the outbox grew
+}
+
+// command is one command of Subscribe, Unsubscribe or Ping, waiting to be
+// sent (pubSub.sendAll).
+type command struct {
+	op   string
+	cmd  rueidis.Completed
+	pong bool // a PubSubPong follows its success
 }
 
 // push queues ev for on, unless the connection has ended. It never
@@ -391,24 +431,52 @@ func (c *pubSub) Unsubscribe(channels ...string) error {
 
 func (c *pubSub) Ping() error { return c.send("PING", c.d.B().Ping().Build(), true) }
 
-// send runs cmd on the dedicated connection; pong queues a PubSubPong on
-// success. A failed command ends the connection.
+// send queues cmd for sendAll and returns without waiting, as
+// pool.PubSubConn says: rueidis's Do waits for the node's answer, and a
+// caller that subscribes must not wait for a node that stalls.
 func (c *pubSub) send(op string, cmd rueidis.Completed, pong bool) error {
 	select {
 	case <-c.done:
 		return &pool.NodeError{Addr: c.p.cfg.name, Op: op, Err: errors.New("the connection has ended")}
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.timeout)
-	defer cancel()
-	if err := c.d.Do(ctx, cmd).Error(); err != nil {
-		c.end(err)
-		return &pool.NodeError{Addr: c.p.cfg.name, Op: op, Err: replyError(err)}
-	}
-	if pong {
-		c.push(pool.PubSubEvent{Kind: pool.PubSubPong})
+	c.smu.Lock()
+	c.outbox = append(c.outbox, command{op: op, cmd: cmd, pong: pong})
+	c.smu.Unlock()
+	select {
+	case c.pending <- struct{}{}:
+	default:
 	}
 	return nil
+}
+
+// sendAll runs the queued commands on the dedicated connection, in order,
+// until the connection is shut; pong queues a PubSubPong on success. A
+// failed command ends the connection.
+func (c *pubSub) sendAll() {
+	for {
+		c.smu.Lock()
+		cmds := c.outbox
+		c.outbox = nil
+		c.smu.Unlock()
+		for _, cmd := range cmds {
+			ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.timeout)
+			err := c.d.Do(ctx, cmd.cmd).Error()
+			cancel()
+			if err != nil {
+				c.end(err)
+				return
+			}
+			if cmd.pong {
+				c.push(pool.PubSubEvent{Kind: pool.PubSubPong})
+			}
+		}
+		select {
+		case <-c.pending:
+		case <-c.done:
+			return
+		}
+	}
 }
 
 func (c *pubSub) Close() error {
