@@ -277,6 +277,8 @@ func (e *QuorumError) describe(r NodeResult) string {
 		return doneByOp[e.Op]
 	case NodeRefused:
 		switch {
+		case e.Op == OpFence:
+			return "refused the fence: its counter is already as high"
 		case e.Op != OpAcquire:
 			return "not held by us"
 		case r.Reserved:

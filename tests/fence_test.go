@@ -293,3 +293,41 @@ func awaitMarked(t *testing.T, e *env, clients []*redlock.Client) {
 			"node %d is marked", i)
 	}
 }
+
+// A fence counter above 2^53 - 1 is none the Client minted (the scripts
+// compare counters as doubles, exact up to 2^53): the node that holds one
+// fails, with the counter in the error, and the other nodes make the
+// quorum. One node with the largest uint64 made the fence wrap to 0,
+// which every node refused: 3 fenced TryLocks in 10 failed, with every
+// node described as "not held by us".
+func TestFence_aNodeWithACounterBeyondTheLargestFenceFailsAlone(t *testing.T) {
+	const huge = "18446744073709551615"
+	e := newEnv(t, 5)
+	c := e.client(redlock.WithRestartSafety(0))
+	for range 10 {
+		key := newKey(t)
+		_, err := e.nodes[0].Do("SET", keyslot.Helper(key, "fence"), huge)
+		require.NoError(t, err)
+		l, err := c.TryLock(ctxT(t, 5*time.Second), key, longTTL, redlock.WithFencing())
+		require.NoError(t, err, "four healthy nodes of five")
+		require.EqualValues(t, 1, l.Fence())
+		require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	}
+
+	// On every node: each grant fails, naming the node and its counter,
+	// and a waiting Lock is paced as any failed round (an acquisition and
+	// its release per round, no write-back).
+	key := newKey(t)
+	for _, s := range e.nodes {
+		_, err := s.Do("SET", keyslot.Helper(key, "fence"), huge)
+		require.NoError(t, err)
+	}
+	resetStats(t, e.nodes[:1])
+	_, err := c.Lock(ctxT(t, 2*time.Second), key, longTTL, redlock.WithFencing())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, e.addrs[0])
+	require.ErrorContains(t, err, `fence counter "`+huge+`" is above`)
+	n := calls(t, e.nodes[0], "evalsha") + calls(t, e.nodes[0], "eval")
+	require.LessOrEqual(t, n, 48, "script calls on node 0 while Lock waited 2s")
+	awaitAbsent(t, e.nodes, key)
+}

@@ -77,6 +77,24 @@ func FenceAt(reply any, n, k int) (Fence, error) {
 	return parseFence(vs[1+2*k], vs[2+2*k])
 }
 
+// MaxFence is the largest fence counter the Client takes from a node: the
+// scripts compare counters as Lua numbers (doubles), exact up to 2^53.
+// A node that reports more did not count there by the Client's fences
+// (its data was changed by hand, or it lies).
+const MaxFence = 1<<53 - 1
+
+// parseCounter reads a fence counter.
+func parseCounter(s string) (uint64, error) {
+	c, err := strconv.ParseUint(s, 10, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("fence counter %q: %w", s, err)
+	case c > MaxFence:
+		return 0, fmt.Errorf("fence counter %q is above %d, the largest the scripts compare exactly", s, uint64(MaxFence))
+	}
+	return c, nil
+}
+
 // parseFence reads a fence counter and an epoch from a reply.
 func parseFence(counter, epoch any) (Fence, error) {
 	cs, ok1 := String(counter)
@@ -84,15 +102,16 @@ func parseFence(counter, epoch any) (Fence, error) {
 	if !ok1 || !ok2 {
 		return Fence{}, fmt.Errorf("unexpected fence %v, epoch %v", counter, epoch)
 	}
-	c, err := strconv.ParseUint(cs, 10, 64)
+	c, err := parseCounter(cs)
 	if err != nil {
-		return Fence{}, fmt.Errorf("fence counter %q: %w", cs, err)
+		return Fence{}, err
 	}
 	return Fence{Counter: c, Epoch: es}, nil
 }
 
 // ParseFenceRefusal reads a fence write-back's refusal {0, counter}: the
-// node's counter, not below the fence proposed.
+// node's counter, not below the fence proposed; false for a counter that
+// is not one (parseCounter).
 func ParseFenceRefusal(reply any) (uint64, bool) {
 	vs, ok := reply.([]any)
 	if !ok || len(vs) != 2 {
@@ -105,7 +124,7 @@ func ParseFenceRefusal(reply any) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(s, 10, 64)
+	n, err := parseCounter(s)
 	return n, err == nil
 }
 

@@ -122,3 +122,23 @@ func TestParseLeaderRead(t *testing.T) {
 		require.Error(t, err, "%v", bad)
 	}
 }
+
+// A fence counter above MaxFence is none the scripts compare exactly: it
+// is refused, in a grant and in a write-back's refusal alike.
+func TestFenceCounters_aboveMaxFenceAreRefused(t *testing.T) {
+	grant := func(counter string) any {
+		return []any{int64(CodeAcquired), []byte(counter), []byte("epoch")}
+	}
+	f, err := FenceAt(grant("9007199254740991"), 1, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, MaxFence, f.Counter)
+	for _, c := range []string{"9007199254740992", "18446744073709551615"} {
+		_, err := FenceAt(grant(c), 1, 0)
+		require.ErrorContains(t, err, "is above 9007199254740991", c)
+		_, ok := ParseFenceRefusal([]any{int64(0), []byte(c)})
+		require.False(t, ok, c)
+	}
+	n, ok := ParseFenceRefusal([]any{int64(0), []byte("9007199254740991")})
+	require.True(t, ok)
+	require.EqualValues(t, MaxFence, n)
+}
