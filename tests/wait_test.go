@@ -212,6 +212,31 @@ func awaitLock(t testing.TB, got <-chan lockResult, d time.Duration, why string)
 	}
 }
 
+// scriptCallsWhileWaiting runs wait with a context that ends after 2s,
+// requires that it ended with the context still refused, and returns the
+// script calls node s ran meanwhile: how hard a waiting call worked the
+// nodes while it could not win.
+func scriptCallsWhileWaiting(t testing.TB, s *redistest.Server, wait func(ctx context.Context) error) int {
+	t.Helper()
+	resetStats(t, []*redistest.Server{s})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	n := calls(t, s, "evalsha")
+	t.Logf("%d script calls on %s while the call waited 2s", n, s.Addr())
+	return n
+}
+
+// lockOf is the wait of scriptCallsWhileWaiting for c.Lock of key.
+func lockOf(c *redlock.Client, key string, opts ...redlock.LockOption) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := c.Lock(ctx, key, 10*time.Second, opts...)
+		return err
+	}
+}
+
 func TestLock_isWokenByTheRelease(t *testing.T) {
 	for _, kind := range []string{"pipelined", "redigo"} {
 		t.Run(kind, func(t *testing.T) {
@@ -769,17 +794,10 @@ func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T)
 	c := e.client()
 	holdForeign(t, e.nodes, key, 2, 3)
 	require.NoError(t, e.nodes[4].Kill())
-	resetStats(t, e.nodes[:1])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := c.Lock(ctx, key, 10*time.Second)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// A round asks node 0 with one script call, and the release it owes
 	// there is another: the back-off makes some twenty rounds in 2s; the
 	// split back-off made over 500 calls.
-	n := calls(t, e.nodes[0], "evalsha")
-	require.LessOrEqual(t, n, 120, "script calls on node 0 while Lock waited 2s")
-	t.Logf("%d script calls on node 0", n)
+	require.LessOrEqual(t, scriptCallsWhileWaiting(t, e.nodes[0], lockOf(c, key)), 120)
 }
 
 // A round that no node refused is no split vote either when the nodes it
@@ -795,18 +813,10 @@ func TestLock_aRoundWithTooManyNodesOutIsNotAskedAgainAsASplitVote(t *testing.T)
 		require.NoError(t, s.Pause())
 		t.Cleanup(func() { _ = s.Resume() })
 	}
-	resetStats(t, e.nodes[:1])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := c.Lock(ctx, key, 10*time.Second)
-	t.Log(err)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// Nodes 0 and 1 grant every round, and the paused ones time out. The
 	// back-off makes some fifteen rounds in 2s, each a script call on
 	// node 0 and a release there; the split back-off made over 100 calls.
-	n := calls(t, e.nodes[0], "evalsha")
-	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s")
-	t.Logf("%d script calls on node 0", n)
+	require.LessOrEqual(t, scriptCallsWhileWaiting(t, e.nodes[0], lockOf(c, key)), 60)
 }
 
 // A waiter whose round could not ask a node that was down asks again
@@ -856,15 +866,8 @@ func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatDidNotCount(t *testing
 		require.NoError(t, s.Pause())
 		t.Cleanup(func() { _ = s.Resume() })
 	}
-	resetStats(t, e.nodes[:1])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := c.Lock(ctx, key, 10*time.Second)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	n := calls(t, e.nodes[0], "evalsha")
-	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s: the back-off makes some fifteen rounds")
-	t.Logf("%d script calls on node 0", n)
+	// The back-off makes some fifteen rounds in 2s.
+	require.LessOrEqual(t, scriptCallsWhileWaiting(t, e.nodes[0], lockOf(c, key)), 60)
 }
 
 // The calls that wait without queueing (LockMulti, Semaphore.Acquire,
@@ -910,17 +913,10 @@ func TestWaiting_callsThatDoNotQueueAreNotWokenByTheirOwnReleasesWhileNodesStall
 				require.NoError(t, s.Pause())
 				t.Cleanup(func() { _ = s.Resume() })
 			}
-			resetStats(t, e.nodes[:1])
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			err := tc.wait(ctx, c, name)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.ErrorIs(t, err, redlock.ErrNotAcquired)
 			// The back-off makes some fifteen rounds in 2s, each a script
 			// call on node 0 and a release there.
-			n := calls(t, e.nodes[0], "evalsha")
-			require.LessOrEqual(t, n, 60, "script calls on node 0 while the call waited 2s")
-			t.Logf("%d script calls on node 0", n)
+			n := scriptCallsWhileWaiting(t, e.nodes[0], func(ctx context.Context) error { return tc.wait(ctx, c, name) })
+			require.LessOrEqual(t, n, 60)
 		})
 	}
 }
@@ -943,15 +939,7 @@ func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatCameLate(t *testing.T)
 	}
 	c := newClient(t, newPools(t, addrs), redlock.WithRestartSafety(0), redlock.WithNodeTimeout(15*time.Millisecond),
 		redlock.WithHandoffWindow(0))
-	key := newKey(t)
-	resetStats(t, e.nodes[:1])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := c.Lock(ctx, key, 10*time.Second)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// The back-off makes some fifteen rounds in 2s, each a script call on
 	// node 0 and a release there.
-	n := calls(t, e.nodes[0], "evalsha")
-	require.LessOrEqual(t, n, 60, "script calls on node 0 while Lock waited 2s")
-	t.Logf("%d script calls on node 0", n)
+	require.LessOrEqual(t, scriptCallsWhileWaiting(t, e.nodes[0], lockOf(c, newKey(t))), 60)
 }
