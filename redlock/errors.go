@@ -191,25 +191,25 @@ func (e *QuorumError) unasked() int {
 	return n
 }
 
-// unaskedNodes returns the nodes that unasked counts, as a mask (bit i
-// for node i; nodes past 64 share bits, nodeBit).
-func (e *QuorumError) unaskedNodes() uint64 {
-	var m uint64
-	for i, r := range e.Nodes {
-		if isUnasked(r) {
-			m |= nodeBit(i)
-		}
-	}
-	return m
-}
+// unaskedNodes returns the nodes that unasked counts, as a mask.
+func (e *QuorumError) unaskedNodes() uint64 { return nodeMask(e.Nodes, isUnasked) }
 
 // unreachableNodes returns, as a mask, the nodes that unasked counts
 // because the Client could not reach them (no connection): not those
 // that restart safety excludes, nor those that timed out.
 func (e *QuorumError) unreachableNodes() uint64 {
+	return nodeMask(e.Nodes, func(r NodeResult) bool {
+		return r.Status == NodeFailed && notAsked(r.Err) && !notCounted(r.Err)
+	})
+}
+
+// nodeMask returns the nodes of a round whose outcomes are nodes that
+// keep says, as a mask (bit i for node i; nodes past 64 share bits,
+// nodeBit).
+func nodeMask(nodes []NodeResult, keep func(NodeResult) bool) uint64 {
 	var m uint64
-	for i, r := range e.Nodes {
-		if r.Status == NodeFailed && notAsked(r.Err) && !notCounted(r.Err) {
+	for i, r := range nodes {
+		if keep(r) {
 			m |= nodeBit(i)
 		}
 	}

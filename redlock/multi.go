@@ -203,11 +203,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
 		mw.ignore.Store(ownNodes(qe.Nodes))
-		out := qe.unaskedNodes()
-		mw.out.Store(out)
-		// The nodes the round asked are no longer news; one it could not
-		// reach that is back already paces the call by lagRetry.
-		d = p.lag(d, updateMask(&mw.back, func(b uint64) uint64 { return b & out })&qe.unreachableNodes() != 0)
+		d = p.lag(d, mw.watch.refused(qe))
 		if err := mw.sleep(ctx, d); err != nil {
 			return nil, refused, p.end(err, qe)
 		}
@@ -222,8 +218,7 @@ type multiWaiter struct {
 	id     string // the call's id in announcements; "" for none
 	wake   chan struct{}
 	kws    []*keyWait
-	out    atomic.Uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes), until the next one's replace them
-	back   atomic.Uint64 // nodes of out that confirmed a key's subscription since, and that no round has asked since
+	watch  nodeWatch     // the nodes its latest round could not ask, and those of them back since
 	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
 }
 
@@ -263,21 +258,8 @@ func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 // when the call's latest round could not ask it, the node is back, and
 // the call asks again.
 func (mw *multiWaiter) subscribed(i int) {
-	bit := nodeBit(i)
-	if mw.out.Load()&bit != 0 {
-		updateMask(&mw.back, func(b uint64) uint64 { return b | bit })
+	if mw.watch.confirmed(i) {
 		mw.poke()
-	}
-}
-
-// updateMask sets m to f of its value, atomically, and returns the new
-// value.
-func updateMask(m *atomic.Uint64, f func(uint64) uint64) uint64 {
-	for {
-		old := m.Load()
-		if v := f(old); m.CompareAndSwap(old, v) {
-			return v
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -159,6 +160,49 @@ func (p *pacing) lag(d time.Duration, lagging bool) time.Duration {
 	return min(d, lagRetry.delay(p.lagging))
 }
 
+// nodeWatch is a waiting call's record of the nodes its latest refused
+// round could not ask, and of those of them that came back since: their
+// pub/sub connection, dialled anew, confirmed the key's subscription. The
+// call's goroutine writes the round (refused), the notifier's the
+// confirmations (confirmed).
+type nodeWatch struct {
+	out  atomic.Uint64 // QuorumError.unaskedNodes of the latest refused round, until the next one's replace them
+	back atomic.Uint64 // nodes of out that confirmed the subscription, and that no round has asked since
+}
+
+// refused notes qe, the call's latest refused round, and reports whether
+// it could not reach a node that is back (its command connection is not,
+// yet): pacing.lag.
+func (nw *nodeWatch) refused(qe *QuorumError) (lagging bool) {
+	out := qe.unaskedNodes()
+	nw.out.Store(out)
+	// The nodes the round asked are no longer news.
+	return updateMask(&nw.back, func(b uint64) uint64 { return b & out })&qe.unreachableNodes() != 0
+}
+
+// confirmed notes that node i confirmed the key's subscription, and
+// reports whether the latest refused round could not ask it: the node is
+// back, and the call asks again.
+func (nw *nodeWatch) confirmed(i int) bool {
+	bit := nodeBit(i)
+	if nw.out.Load()&bit == 0 {
+		return false
+	}
+	updateMask(&nw.back, func(b uint64) uint64 { return b | bit })
+	return true
+}
+
+// updateMask sets m to f of its value, atomically, and returns the new
+// value.
+func updateMask(m *atomic.Uint64, f func(uint64) uint64) uint64 {
+	for {
+		old := m.Load()
+		if v := f(old); m.CompareAndSwap(old, v) {
+			return v
+		}
+	}
+}
+
 // note records qe, the call's latest refused round.
 func (p *pacing) note(qe *QuorumError) { p.last = qe }
 
@@ -225,6 +269,10 @@ type waiter struct {
 	sent   pending
 	pace   pacing
 	owedBy *superseder // with a hand-off token: its rounds' releases, each undoing the earlier ones'
+	watch  nodeWatch   // the nodes its latest round could not ask, and those of them back since
+	// backNew: a node w's latest round could not ask came back while w
+	// slept (written by the notifier).
+	backNew atomic.Bool
 
 	// mu guards what the notifier writes: the announcements since the
 	// latest round began. Lock order: notifier.mu, then waiter.mu; nothing
@@ -234,11 +282,6 @@ type waiter struct {
 	heard  uint64 // bit i: node i released the key and named this waiter or no one
 	named  uint64 // bit i: node i kept the key for this waiter
 	ignore uint64 // nodes this waiter released itself after its round
-	out    uint64 // nodes the latest refused round could not ask (QuorumError.unaskedNodes), until the next one's replace them
-	// back: nodes of out that confirmed the key's subscription since, and
-	// that no round has asked since; backNew: one did so during the sleep.
-	back    uint64
-	backNew bool
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
 	// there. heardOn[i] numbers the pub/sub connection it was heard on
@@ -490,12 +533,8 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 // excludes, or that timed out, does not.
 func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
 	d, split := w.pace.next(qe, failures, w.c.notify.armed(w.key))
-	w.mu.Lock()
-	w.out = qe.unaskedNodes()
-	w.back &= w.out // the nodes the round asked are no longer news
-	lagging := w.back&qe.unreachableNodes() != 0
-	w.backNew = false
-	w.mu.Unlock()
+	lagging := w.watch.refused(qe)
+	w.backNew.Store(false)
 	return w.pace.lag(d, lagging), split
 }
 
@@ -521,7 +560,7 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 			// A quorum handed the key to w: it holds it. A node that keeps
 			// the key for w (a reservation) names it: go, the release
 			// reached the other nodes at about the same time.
-			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.takeBackNew() {
+			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.backNew.Swap(false) {
 				return nil
 			}
 			// Hand-offs from some nodes: the others' are likely on their
@@ -624,27 +663,10 @@ func (w *waiter) handedOff(i int, to string, round int, conn uint64) {
 // and w asks again (await); a round that still cannot ask it is paced by
 // lagRetry (pacing.lag).
 func (w *waiter) subscribed(i int) {
-	bit := nodeBit(i)
-	w.mu.Lock()
-	out := w.out&bit != 0
-	if out {
-		w.back |= bit
-		w.backNew = true
-	}
-	w.mu.Unlock()
-	if out {
+	if w.watch.confirmed(i) {
+		w.backNew.Store(true)
 		w.poke()
 	}
-}
-
-// takeBackNew reports, once, whether a node that w's latest refused round
-// could not ask confirmed the key's subscription during the sleep.
-func (w *waiter) takeBackNew() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := w.backNew
-	w.backNew = false
-	return b
 }
 
 // poke implements listener: w counts again what it heard.
@@ -693,13 +715,7 @@ func (w *waiter) ignoreOwn(r *round) {
 // it wakes itself after every round. The nodes that refused are never
 // among them.
 func ownNodes(nodes []NodeResult) uint64 {
-	var mask uint64
-	for i, n := range nodes {
-		if n.Status == NodePending || owes(n.Status, n.Err, -1, -1) {
-			mask |= nodeBit(i)
-		}
-	}
-	return mask
+	return nodeMask(nodes, func(n NodeResult) bool { return n.Status == NodePending || owes(n.Status, n.Err, -1, -1) })
 }
 
 // announced returns how many nodes announced a release that counts for w

@@ -398,18 +398,18 @@ func TestWaiter_asksSoonAgainWhileANodeThatIsBackCannotBeAskedYet(t *testing.T) 
 	w.forget()
 	d, _ := w.pause(qe(down), 1)
 	require.Equal(t, time.Hour, d, "the back-off")
-	require.False(t, w.takeBackNew())
+	require.False(t, w.backNew.Swap(false))
 	w.subscribed(3) // a node the round asked: no news
-	require.False(t, w.takeBackNew())
+	require.False(t, w.backNew.Swap(false))
 	w.subscribed(4)
-	require.True(t, w.takeBackNew(), "node 4 is back: w asks again")
+	require.True(t, w.backNew.Swap(false), "node 4 is back: w asks again")
 	<-w.wake
 
 	for k := range 3 {
 		w.forget()
 		d, _ = w.pause(qe(down), k+2)
 		require.LessOrEqual(t, d, lagRetry.max, "round %d still could not ask node 4", k+2)
-		require.False(t, w.takeBackNew())
+		require.False(t, w.backNew.Swap(false))
 	}
 
 	w.forget()
