@@ -263,7 +263,7 @@ func (p *rueidisPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent))
 		}
 		c = nodes[as[0]]
 	}
-	ps := &pubSub{p: p, wake: make(chan struct{}, 1), done: make(chan struct{}), pending: make(chan struct{}, 1)}
+	ps := &pubSub{p: p, events: newMailbox[pool.PubSubEvent](), done: make(chan struct{}), outbox: newMailbox[command]()}
 	// rueidis dials a dedicated connection without the caller's context
 	// (its own dial timeout bounds it): the dial, and a PING that makes
 	// sure the node is there, run in a goroutine of their own, and a ctx
@@ -331,17 +331,44 @@ type pubSub struct {
 	d       rueidis.DedicatedClient
 	release func()
 
+	events *mailbox[pool.PubSubEvent] // events not handed to on yet
+	outbox *mailbox[command]          // commands not sent yet
+
 	mu       sync.Mutex
-	queue    []pool.PubSubEvent // events not handed to on yet
-	ended    bool               // PubSubClosed is queued: nothing follows it
+	ended    bool // PubSubClosed is queued: nothing follows it
 	byCaller bool
-	wake     chan struct{} // a token when the queue grew
 	once     sync.Once
 	done     chan struct{} // closed when the connection is shut
+}
 
-	smu     sync.Mutex
-	outbox  []command     // commands not sent yet, in order
-	pending chan struct{} // a token when the outbox grew
+// mailbox is a queue that one goroutine empties: put never blocks, and
+// ready holds a token when items grew.
+type mailbox[T any] struct {
+	mu    sync.Mutex
+	items []T
+	ready chan struct{}
+}
+
+func newMailbox[T any]() *mailbox[T] { return &mailbox[T]{ready: make(chan struct{}, 1)} }
+
+// put queues v.
+func (m *mailbox[T]) put(v T) {
+	m.mu.Lock()
+	m.items = append(m.items, v)
+	m.mu.Unlock()
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what was queued, in order, and empties the queue.
+func (m *mailbox[T]) take() []T {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	items := m.items
+	m.items = nil
+	return items
 }
 
 // command is one command of Subscribe, Unsubscribe or Ping, waiting to be
@@ -356,15 +383,9 @@ type command struct {
 // blocks: rueidis calls the hooks from its reader.
 func (c *pubSub) push(ev pool.PubSubEvent) {
 	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		return
-	}
-	c.queue = append(c.queue, ev)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	defer c.mu.Unlock()
+	if !c.ended {
+		c.events.put(ev)
 	}
 }
 
@@ -383,23 +404,16 @@ func (c *pubSub) end(err error) {
 	default:
 		err = &pool.NodeError{Addr: c.p.cfg.name, Op: "SUBSCRIBE", Err: errors.New("the connection ended")}
 	}
-	c.queue = append(c.queue, pool.PubSubEvent{Kind: pool.PubSubClosed, Err: err})
+	c.events.put(pool.PubSubEvent{Kind: pool.PubSubClosed, Err: err})
 	c.ended = true
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 	go c.shut()
 }
 
 // deliver hands the queued events to on, in order, up to PubSubClosed.
 func (c *pubSub) deliver(on func(pool.PubSubEvent)) {
 	for {
-		c.mu.Lock()
-		evs := c.queue
-		c.queue = nil
-		c.mu.Unlock()
+		evs := c.events.take()
 		for _, ev := range evs {
 			on(ev)
 			if ev.Kind == pool.PubSubClosed {
@@ -407,7 +421,7 @@ func (c *pubSub) deliver(on func(pool.PubSubEvent)) {
 			}
 		}
 		if len(evs) == 0 {
-			<-c.wake
+			<-c.events.ready
 		}
 	}
 }
@@ -440,13 +454,7 @@ func (c *pubSub) send(op string, cmd rueidis.Completed, pong bool) error {
 		return &pool.NodeError{Addr: c.p.cfg.name, Op: op, Err: errors.New("the connection has ended")}
 	default:
 	}
-	c.smu.Lock()
-	c.outbox = append(c.outbox, command{op: op, cmd: cmd, pong: pong})
-	c.smu.Unlock()
-	select {
-	case c.pending <- struct{}{}:
-	default:
-	}
+	c.outbox.put(command{op: op, cmd: cmd, pong: pong})
 	return nil
 }
 
@@ -455,11 +463,7 @@ func (c *pubSub) send(op string, cmd rueidis.Completed, pong bool) error {
 // failed command ends the connection.
 func (c *pubSub) sendAll() {
 	for {
-		c.smu.Lock()
-		cmds := c.outbox
-		c.outbox = nil
-		c.smu.Unlock()
-		for _, cmd := range cmds {
+		for _, cmd := range c.outbox.take() {
 			ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.timeout)
 			err := c.d.Do(ctx, cmd.cmd).Error()
 			cancel()
@@ -472,7 +476,7 @@ func (c *pubSub) sendAll() {
 			}
 		}
 		select {
-		case <-c.pending:
+		case <-c.outbox.ready:
 		case <-c.done:
 			return
 		}
