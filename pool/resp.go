@@ -111,8 +111,13 @@ type respScanner struct {
 	held      atomic.Int64
 }
 
-// giveBack returns what the scanner holds of its node's allowance.
+// giveBack returns what the scanner holds of its node's allowance. It
+// runs at the end of every bulk string: a load, and a swap only for the
+// rare one that holds a share.
 func (s *respScanner) giveBack() {
+	if s.held.Load() == 0 {
+		return
+	}
 	if n := s.held.Swap(0); n > 0 {
 		s.allowance.declared.Add(-n)
 	}
