@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -19,11 +20,12 @@ type dialer struct {
 	net       net.Dialer
 	tls       *tls.Config // nil for plain TCP
 	timeout   time.Duration
-	allowance bulkAllowance // the node's, shared by the connections it dials
+	custom    func(ctx context.Context, network, addr string) (net.Conn, error) // WithDialer; nil for TCP
+	allowance bulkAllowance                                                     // the node's, shared by the connections it dials
 }
 
-func newDialer(timeout time.Duration, tc *tls.Config) *dialer {
-	return &dialer{net: net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}, tls: tc, timeout: timeout}
+func newDialer(cfg *config, tc *tls.Config) *dialer {
+	return &dialer{net: net.Dialer{Timeout: cfg.dialTimeout, KeepAlive: 5 * time.Minute}, tls: tc, timeout: cfg.dialTimeout, custom: cfg.dial}
 }
 
 // dialFunc returns the function redigo dials with. With lazy, deadlines
@@ -33,7 +35,14 @@ func (d *dialer) dialFunc(lazy bool) func(ctx context.Context, network, addr str
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, d.timeout)
 		defer cancel()
-		c, err := d.net.DialContext(ctx, network, addr)
+		dial := d.net.DialContext
+		if d.custom != nil {
+			dial = d.custom
+		}
+		c, err := dial(ctx, network, addr)
+		if err == nil && c == nil {
+			err = errors.New("the dialer returned no connection")
+		}
 		if err != nil {
 			return nil, err
 		}

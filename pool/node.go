@@ -32,6 +32,7 @@ type Node struct {
 	pipes  []*pipe
 	seed   maphash.Seed
 	gen    atomic.Uint64 // connections opened for commands
+	reqs   sync.Pool     // recycled requests (getRequest)
 	closed atomic.Bool
 	once   sync.Once
 }
@@ -64,7 +65,7 @@ func New(addr string, opts ...Option) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := newDialer(cfg.dialTimeout, cfg.tlsConfig(host))
+	d := newDialer(&cfg, cfg.tlsConfig(host))
 	base := cfg.dialOptions()
 	dialOpts := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(true)))
 	pubOpt := append(base[:len(base):len(base)], redis.DialContextFunc(d.dialFunc(false)))
@@ -129,7 +130,7 @@ func (n *Node) Addr() string { return n.addr }
 // Commands whose first argument is the same string (the key) always share a
 // connection.
 func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
-	reply, err := n.call(ctx, newRequest(cmd, args))
+	reply, err := n.call(ctx, n.newRequest(cmd, args))
 	return reply, n.nodeErr(cmd, err)
 }
 
@@ -137,10 +138,10 @@ func (n *Node) Do(ctx context.Context, cmd string, args ...any) (any, error) {
 // NOSCRIPT, bounded by ctx's deadline and the I/O timeout.
 func (n *Node) Eval(ctx context.Context, s *Script, keysAndArgs ...any) (any, error) {
 	cmd := "EVALSHA"
-	reply, err := n.call(ctx, newScriptRequest(s, keysAndArgs, false))
+	reply, err := n.call(ctx, n.newScriptRequest(s, keysAndArgs, false))
 	if isNoScript(err) {
 		cmd = "EVAL"
-		reply, err = n.call(ctx, newScriptRequest(s, keysAndArgs, true))
+		reply, err = n.call(ctx, n.newScriptRequest(s, keysAndArgs, true))
 	}
 	return reply, n.nodeErr(cmd, err)
 }
@@ -153,7 +154,7 @@ func (n *Node) call(ctx context.Context, req *request) (any, error) {
 		err = ErrClosed
 	}
 	if err != nil {
-		putRequest(req)
+		n.putRequest(req)
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > n.cfg.ioTimeout {
@@ -177,7 +178,7 @@ func (n *Node) pipeFor(req *request) *pipe {
 // calls. It is for package redlock, which sends a round without a
 // goroutine per node with it; other code uses Do.
 func (n *Node) Start(rcv async.Receiver, cmd string, args ...any) {
-	req := newRequest(cmd, args)
+	req := n.newRequest(cmd, args)
 	req.rcv = rcv
 	n.startRequest(req)
 }
@@ -186,7 +187,7 @@ func (n *Node) Start(rcv async.Receiver, cmd string, args ...any) {
 // or a *NodeError, goes to rcv. It is Start for a script, for package
 // redlock; other code uses Eval.
 func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
-	req := newScriptRequest(s, keysAndArgs, false)
+	req := n.newScriptRequest(s, keysAndArgs, false)
 	req.rcv = rcv
 	n.startRequest(req)
 }
@@ -196,7 +197,7 @@ func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
 // *NodeError, goes to rcv. A command the node refused as it was queued
 // is the error, and none of cmds ran. It is for package redlock.
 func (n *Node) StartTx(rcv async.Receiver, key string, cmds [][]any) {
-	req := getRequest()
+	req := n.getRequest()
 	req.cmd, req.tx, req.txKey, req.rcv = "MULTI", cmds, key, rcv
 	n.startRequest(req)
 }

@@ -1,8 +1,10 @@
 package pool
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -31,6 +33,7 @@ type config struct {
 	db          int
 	tls         *tls.Config
 	clientName  string
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // nil: TCP
 }
 
 func defaultConfig() config {
@@ -97,6 +100,16 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 // WithClientName names the connections (CLIENT SETNAME), which shows in
 // CLIENT LIST on the node. Default: unnamed.
 func WithClientName(name string) Option { return func(c *config) { c.clientName = name } }
+
+// WithDialer makes the node open its connections with dial instead of a
+// TCP connect: a unix socket, a proxy, or an in-process server (the
+// nodes of package redlocktest). dial is called with network "tcp" and
+// the node's address, within the dial timeout and the caller's context;
+// TLS, authentication and the checks of what the node sends still apply
+// to the connection it returns. Default: TCP.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *config) { c.dial = dial }
+}
 
 // dialOptions turns the configuration into redigo dial options. TLS and
 // the TCP connect are not among them: the node's dialer does both.

@@ -33,7 +33,7 @@ var (
 // request is one command on its way through a pipelined connection. Its
 // reply goes either to done, where a caller waits, or to rcv.
 //
-// Requests are recycled (getRequest, putRequest), and with them what
+// Requests are recycled (Node.getRequest, Node.putRequest), and with them what
 // they own: the argument buffer of scripts and the timer of Do and Eval.
 // Nothing the caller passed survives putRequest.
 type request struct {
@@ -75,17 +75,22 @@ type result struct {
 // maxKeptArgs bounds the argument buffer that a recycled request keeps.
 const maxKeptArgs = 64
 
-var requestPool = sync.Pool{New: func() any { return &request{done: make(chan result, 1)} }}
-
-func getRequest() *request {
-	req := requestPool.Get().(*request)
+// getRequest returns a recycled request of the node, or a new one. Each
+// node keeps its own: a request owns a channel and a timer, which inside
+// a testing/synctest bubble belong to the bubble, and a node is used in
+// one bubble (or none) only.
+func (n *Node) getRequest() *request {
+	req, _ := n.reqs.Get().(*request)
+	if req == nil {
+		req = &request{done: make(chan result, 1)}
+	}
 	req.state.Store(reqQueued)
 	return req
 }
 
-func putRequest(req *request) {
+func (n *Node) putRequest(req *request) {
 	req.reset()
-	requestPool.Put(req)
+	n.reqs.Put(req)
 }
 
 // reset readies req for its next use.
@@ -101,8 +106,8 @@ func (req *request) reset() {
 
 // newRequest returns a request for cmd with the caller's args, sent as
 // they are.
-func newRequest(cmd string, args []any) *request {
-	req := getRequest()
+func (n *Node) newRequest(cmd string, args []any) *request {
+	req := n.getRequest()
 	req.cmd, req.args = cmd, args
 	return req
 }
@@ -111,8 +116,8 @@ func newRequest(cmd string, args []any) *request {
 // script s with the caller's keysAndArgs. They are copied into the
 // request's buffer, never written to: callers pass one slice to all the
 // nodes at once.
-func newScriptRequest(s *Script, keysAndArgs []any, eval bool) *request {
-	req := getRequest()
+func (n *Node) newScriptRequest(s *Script, keysAndArgs []any, eval bool) *request {
+	req := n.getRequest()
 	req.cmd, req.script = "EVALSHA", s
 	req.buf = slices.Grow(req.buf, len(s.evalsha)+len(keysAndArgs))
 	req.buf = append(append(req.buf, s.evalsha...), keysAndArgs...)
@@ -245,7 +250,7 @@ func (p *pipe) call(ctx context.Context, req *request) (any, error) {
 	case p.queue <- req:
 	default:
 		if err := p.waitForRoom(ctx, req); err != nil {
-			putRequest(req)
+			p.n.putRequest(req)
 			return nil, err
 		}
 	}
@@ -253,7 +258,7 @@ func (p *pipe) call(ctx context.Context, req *request) (any, error) {
 	for {
 		select {
 		case r := <-req.done:
-			putRequest(req) // the reply was delivered: nobody else holds req
+			p.n.putRequest(req) // the reply was delivered: nobody else holds req
 			return r.reply, r.err
 		case <-ctx.Done():
 			return nil, p.leave(req, ctx.Err())
@@ -301,11 +306,11 @@ func (p *pipe) leave(req *request, err error) error {
 
 // take claims req for writing; false when its caller left first, and
 // req is then recycled. It runs under the write lock.
-func take(req *request) bool {
+func (p *pipe) take(req *request) bool {
 	if req.state.CompareAndSwap(reqQueued, reqTaken) {
 		return true
 	}
-	putRequest(req) // its caller is gone: do not send
+	p.n.putRequest(req) // its caller is gone: do not send
 	return false
 }
 
@@ -382,7 +387,7 @@ func (p *pipe) deliver(req *request, reply any, err error) {
 		return
 	}
 	rcv, cmd := req.rcv, req.cmd
-	putRequest(req)
+	p.n.putRequest(req)
 	rcv.Receive(reply, p.n.nodeErr(cmd, err))
 }
 
@@ -493,7 +498,7 @@ func (p *pipe) nextBatch() []*request {
 	for len(batch) < maxBatch {
 		select {
 		case req := <-p.queue:
-			if take(req) {
+			if p.take(req) {
 				batch = append(batch, req)
 			}
 		default:
@@ -590,7 +595,7 @@ func (p *pipe) sendHeld() {
 	batch := p.batch[:0]
 	for i, req := range p.held {
 		p.held[i] = nil
-		if !take(req) {
+		if !p.take(req) {
 			continue
 		}
 		if batch = append(batch, req); len(batch) == maxBatch {

@@ -13,7 +13,7 @@ import (
 func TestRequest_recycledKeepsNoneOfTheCallersArguments(t *testing.T) {
 	script := NewScript(1, "return 1")
 	arg := &struct{ big [1 << 10]byte }{}
-	req := newScriptRequest(script, []any{"k", arg}, false)
+	req := (&Node{}).newScriptRequest(script, []any{"k", arg}, false)
 	require.Equal(t, []any{script.Hash(), 1, "k", arg}, req.args)
 	req.toEval()
 	require.Equal(t, "EVAL", req.cmd)
@@ -28,7 +28,7 @@ func TestRequest_recycledKeepsNoneOfTheCallersArguments(t *testing.T) {
 }
 
 func TestRequest_aLargeArgumentBufferIsNotKept(t *testing.T) {
-	req := newScriptRequest(NewScript(0, "return 1"), make([]any, 2*maxKeptArgs), false)
+	req := (&Node{}).newScriptRequest(NewScript(0, "return 1"), make([]any, 2*maxKeptArgs), false)
 	req.reset()
 	require.Nil(t, req.buf)
 }
@@ -37,13 +37,14 @@ func TestRequest_aLargeArgumentBufferIsNotKept(t *testing.T) {
 // tick in its channel (timers before Go 1.23, which this module's go
 // version selects): it must not end the next wait early.
 func TestRequest_aStaleTickOfTheTimerDoesNotEndTheWait(t *testing.T) {
-	req := getRequest()
+	n := &Node{}
+	req := n.getRequest()
 	req.bound(time.Millisecond)
 	time.Sleep(20 * time.Millisecond) // fired; nobody received
 	req.reset()                       // as putRequest does
 
 	req.bound(time.Hour)
-	defer putRequest(req)
+	defer n.putRequest(req)
 	deadline := time.After(50 * time.Millisecond)
 	for {
 		select {
@@ -56,8 +57,9 @@ func TestRequest_aStaleTickOfTheTimerDoesNotEndTheWait(t *testing.T) {
 }
 
 func TestRequest_anUnarmedRequestNeverExpires(t *testing.T) {
-	req := getRequest()
-	defer putRequest(req)
+	n := &Node{}
+	req := n.getRequest()
+	defer n.putRequest(req)
 	require.Nil(t, req.expiry())
 }
 

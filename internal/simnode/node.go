@@ -1,0 +1,444 @@
+// Package simnode is an in-process Redis node with no sockets, for the
+// simulator (internal/sim) and for package redlocktest.
+//
+// A Node runs a miniredis engine, so the library's real Lua scripts run on
+// it, and it is reached through pool.New with pool.WithDialer: the lock
+// client talks to it through the real pipelined node code of package pool,
+// over in-memory connections (net.Pipe) that the Node relays through links
+// of its own. The links are where faults live: a paused node stops reading
+// its connections, a partition holds one client's bytes in either or both
+// directions, a slow node delays its replies, a killed node closes them
+// all and refuses new ones.
+//
+// Time is the process's time: inside a testing/synctest bubble it is the
+// bubble's virtual time, so TTLs, node timeouts and back-offs all run on
+// it. Each node has a clock of its own over it (NodeClock), which can run
+// fast or slow or jump; TTLs and TIME follow the node's clock, as in Redis,
+// whose expiry reads the wall clock.
+//
+// What Redis has and miniredis does not, the Node adds: INFO server answers
+// with the node's run id and uptime (the restart check of the lock client
+// asks for them). What is not simulated: real Redis's Lua interpreter (this
+// is gopher-lua), memory limits, persistence timing, the kernel and TCP
+// (a connection is lossless until it is closed, as TCP is), and goroutine
+// scheduling, which the Go runtime decides.
+//
+// Nothing in a Node blocks on a mutex while another goroutine waits for
+// virtual time: links wait on channels, which a bubble counts as durably
+// blocked. Lock order: a Node's mutex is never held while calling into
+// miniredis (whose commands call back into the Node for INFO).
+package simnode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
+)
+
+// ErrDown is the dial error of a node that is not running.
+var ErrDown = errors.New("connect: connection refused (the node is down)")
+
+// Data says what a node that starts again holds.
+type Data int
+
+const (
+	// Empty: nothing (no persistence, or lost files).
+	Empty Data = iota
+	// Kept: what it held when it stopped (an append-only file written on
+	// every command).
+	Kept
+	// Saved: the snapshot of the last Save (an RDB file older than the
+	// last writes); nothing when it never saved.
+	Saved
+)
+
+// String names the data of a restart.
+func (d Data) String() string {
+	switch d {
+	case Kept:
+		return "kept"
+	case Saved:
+		return "saved"
+	}
+	return "empty"
+}
+
+// Node is one simulated Redis node. Its methods are safe for concurrent use.
+type Node struct {
+	addr string
+
+	mu      sync.Mutex
+	inc     *incarnation // nil while down
+	starts  int          // incarnations so far, for run ids
+	kept    snapshot     // what a killed node held
+	saved   snapshot     // the last Save
+	clk     NodeClock
+	paused  bool
+	delay   time.Duration   // added to every reply
+	cuts    map[string]bool // client → replies only (false: both ways)
+	links   []*link         // open connections, oldest first
+	changed chan struct{}   // closed and replaced when a fault changes
+	stats   Stats
+}
+
+// Stats counts what happened to a node.
+type Stats struct {
+	Dials    int // connections opened
+	Refused  int // dials refused while down
+	Commands int // command chunks delivered to the engine
+}
+
+// incarnation is one run of the node's process.
+type incarnation struct {
+	m       *miniredis.Miniredis
+	runID   string
+	started time.Time // on the node's clock
+}
+
+// New returns a running, empty node named addr ("host:port": the address
+// its pools carry in errors).
+func New(addr string) *Node {
+	n := &Node{addr: addr, cuts: map[string]bool{}, changed: make(chan struct{}), clk: NodeClock{rate: 1}}
+	n.start(Empty)
+	return n
+}
+
+// Addr returns the node's address.
+func (n *Node) Addr() string { return n.addr }
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+// Dial opens a connection to the node for client (a name: partitions are
+// between one client and one node). It has the shape of pool.WithDialer's
+// function once client is bound (Dialer). A node that is down refuses at
+// once; one that client is cut off from lets the dial hang until ctx ends.
+func (n *Node) Dial(ctx context.Context, client string) (net.Conn, error) {
+	for {
+		n.mu.Lock()
+		inc, _, cut := n.inc, n.cuts[client], n.isCut(client)
+		changed := n.changed
+		if inc == nil {
+			n.stats.Refused++
+			n.mu.Unlock()
+			return nil, fmt.Errorf("dial %s: %w", n.addr, ErrDown)
+		}
+		if !cut {
+			c := n.openLocked(inc, client)
+			n.mu.Unlock()
+			return c, nil
+		}
+		n.mu.Unlock()
+		select { // no answer to the connection attempt
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial %s: i/o timeout (no route): %w", n.addr, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// Dialer returns Dial for client, in the shape pool.WithDialer takes.
+func (n *Node) Dialer(client string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) { return n.Dial(ctx, client) }
+}
+
+func (n *Node) isCut(client string) bool {
+	_, ok := n.cuts[client]
+	return ok
+}
+
+// notifyLocked wakes every link waiting on a fault to change.
+func (n *Node) notifyLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// start begins a new incarnation holding data. Called without n.mu.
+func (n *Node) start(d Data) {
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	n.mu.Lock()
+	n.starts++
+	now := n.clk.at(time.Now())
+	inc := &incarnation{m: m, runID: runID(n.addr, n.starts), started: now}
+	var load snapshot
+	switch d {
+	case Kept:
+		load = n.kept
+	case Saved:
+		load = n.saved
+	}
+	n.kept = nil
+	n.mu.Unlock()
+
+	m.SetTime(now)
+	// Dial starts the engine without a listener; the connection itself is
+	// not used.
+	if c, err := m.Dial(); err == nil {
+		_ = c.Close()
+	}
+	m.Server().SetPreHook(func(p *server.Peer, cmd string, args ...string) bool {
+		if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
+			p.WriteBulk(n.infoServer(inc))
+			return true
+		}
+		return false
+	})
+	load.restore(m, now)
+
+	n.mu.Lock()
+	n.inc = inc
+	n.notifyLocked()
+	n.mu.Unlock()
+}
+
+// infoServer is the node's answer to INFO server: the fields the lock
+// client reads.
+func (n *Node) infoServer(inc *incarnation) string {
+	n.mu.Lock()
+	up := n.clk.at(time.Now()).Sub(inc.started)
+	n.mu.Unlock()
+	if up < 0 {
+		up = 0
+	}
+	return fmt.Sprintf("# Server\r\nredis_version:7.0.15\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", inc.runID, int64(up/time.Second))
+}
+
+// runID makes the run id of a node's incarnation, the same in every
+// replay.
+func runID(addr string, start int) string {
+	h := fnv.New128a()
+	fmt.Fprintf(h, "%s#%d", addr, start)
+	return fmt.Sprintf("%x%08x", h.Sum(nil), start)
+}
+
+// Kill stops the node: its connections close, and it refuses new ones
+// until Start. It keeps what it held for a Start with Kept. Killing a node
+// that is down does nothing.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	inc := n.inc
+	if inc == nil {
+		n.mu.Unlock()
+		return
+	}
+	n.inc = nil
+	links := n.links
+	n.links = nil
+	n.paused = false
+	n.notifyLocked()
+	now := n.clk.at(time.Now())
+	n.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+	kept := take(inc.m, now)
+	inc.m.Close()
+	n.mu.Lock()
+	n.kept = kept
+	n.mu.Unlock()
+}
+
+// Start starts a node that is down, with a new run id and an uptime of
+// zero, holding what d says. Starting a running node does nothing.
+func (n *Node) Start(d Data) {
+	n.mu.Lock()
+	up := n.inc != nil
+	n.mu.Unlock()
+	if !up {
+		n.start(d)
+	}
+}
+
+// Restart kills the node and starts it again at once with d.
+func (n *Node) Restart(d Data) {
+	n.Kill()
+	n.Start(d)
+}
+
+// Up reports whether the node is running.
+func (n *Node) Up() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inc != nil
+}
+
+// Save takes a snapshot of what the node holds, for a later Start with
+// Saved. It does nothing while the node is down.
+func (n *Node) Save() {
+	inc, now := n.current()
+	if inc == nil {
+		return
+	}
+	s := take(inc.m, now)
+	n.mu.Lock()
+	n.saved = s
+	n.mu.Unlock()
+}
+
+// current returns the running incarnation (nil when down) and the
+// node's time, with the engine's clock set to it.
+func (n *Node) current() (*incarnation, time.Time) {
+	n.mu.Lock()
+	inc, now := n.inc, n.clk.at(time.Now())
+	n.mu.Unlock()
+	if inc != nil {
+		inc.m.SetTime(now)
+	}
+	return inc, now
+}
+
+// Pause stops the node from reading its connections (SIGSTOP): commands
+// wait, dials still connect. Time goes on, and so do its TTLs.
+func (n *Node) Pause() { n.set(func() { n.paused = true }) }
+
+// Resume undoes Pause.
+func (n *Node) Resume() { n.set(func() { n.paused = false }) }
+
+// SetDelay delays every reply of the node by d (0: none).
+func (n *Node) SetDelay(d time.Duration) { n.set(func() { n.delay = max(d, 0) }) }
+
+// Cut partitions client from the node: nothing client sends reaches the
+// node and nothing comes back, or, with repliesOnly, its commands run but
+// their replies are held. Held bytes are delivered when the cut heals
+// while the connection is still open (TCP retransmits; it does not lose
+// bytes). New dials from client hang.
+func (n *Node) Cut(client string, repliesOnly bool) {
+	n.set(func() { n.cuts[client] = repliesOnly })
+}
+
+// Heal ends the cuts of client ("" heals every client).
+func (n *Node) Heal(client string) {
+	n.set(func() {
+		if client == "" {
+			clear(n.cuts)
+		} else {
+			delete(n.cuts, client)
+		}
+	})
+}
+
+func (n *Node) set(f func()) {
+	n.mu.Lock()
+	f()
+	n.notifyLocked()
+	n.mu.Unlock()
+}
+
+// Clock returns the node's clock.
+func (n *Node) Clock() NodeClock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clk
+}
+
+// SetRate makes the node's clock run at rate times real time from now
+// (1: in step). It panics unless 0 < rate <= 100.
+func (n *Node) SetRate(rate float64) {
+	if !(rate > 0 && rate <= 100) {
+		panic(fmt.Sprintf("simnode: clock rate %v out of (0, 100]", rate))
+	}
+	n.set(func() { n.clk = n.clk.rebase(time.Now(), rate) })
+}
+
+// Jump moves the node's clock by d (forward when positive): keys whose
+// expiry it passes expire at the node's next command.
+func (n *Node) Jump(d time.Duration) {
+	n.set(func() { n.clk.nBase = n.clk.nBase.Add(d) })
+}
+
+// DropConn closes the i-th open connection (i modulo their number): the
+// node forgets that client, as after CLIENT KILL. It reports whether there
+// was one.
+func (n *Node) DropConn(i int) bool {
+	n.mu.Lock()
+	if len(n.links) == 0 {
+		n.mu.Unlock()
+		return false
+	}
+	l := n.links[i%len(n.links)]
+	n.mu.Unlock()
+	l.close()
+	return true
+}
+
+// Conns returns how many connections are open.
+func (n *Node) Conns() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.links)
+}
+
+// Do runs one command on the node directly, outside any connection and
+// unaffected by its faults: for tests and checks. It fails while the node
+// is down.
+func (n *Node) Do(args ...string) (any, error) {
+	inc, _ := n.current()
+	if inc == nil {
+		return nil, fmt.Errorf("node %s: %w", n.addr, ErrDown)
+	}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	inc.m.Server().Dispatch(server.NewPeer(w), args)
+	_ = w.Flush()
+	return server.ParseReply(bufio.NewReader(&buf))
+}
+
+// Keys returns the node's keys, sorted; none while it is down.
+func (n *Node) Keys() []string {
+	inc, _ := n.current()
+	if inc == nil {
+		return nil
+	}
+	return inc.m.Keys()
+}
+
+// Expire deletes key now, as if its TTL had run out. It reports whether
+// the key was there.
+func (n *Node) Expire(key string) bool {
+	inc, _ := n.current()
+	return inc != nil && inc.m.Del(key)
+}
+
+// Close kills the node for good and ends its goroutines.
+func (n *Node) Close() { n.Kill() }
+
+// NodeClock is a node's clock: real (or virtual) time at a rate, from a
+// base.
+type NodeClock struct {
+	vBase, nBase time.Time // the node reads nBase when time reads vBase
+	rate         float64   // 0 for a zero NodeClock: in step
+}
+
+// at returns the node's time when the process's time is v.
+func (c NodeClock) at(v time.Time) time.Time {
+	if c.rate == 0 || c.vBase.IsZero() {
+		return v.Add(c.nBase.Sub(c.vBase)).Round(0)
+	}
+	return c.nBase.Add(time.Duration(float64(v.Sub(c.vBase)) * c.rate)).Round(0)
+}
+
+// rebase returns the clock that reads the same at v and runs at rate.
+func (c NodeClock) rebase(v time.Time, rate float64) NodeClock {
+	return NodeClock{vBase: v, nBase: c.at(v), rate: rate}
+}
+
+// Offset returns how far the node's clock is ahead of time now.
+func (c NodeClock) Offset() time.Duration {
+	now := time.Now()
+	return c.at(now).Sub(now.Round(0))
+}
