@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -152,7 +153,24 @@ func (e *Election) record(ctx context.Context, l *Lock, value string) error {
 		// another may lead by now (etcd's trap).
 		return fmt.Errorf("redlock: election %q: the lock ended before the leader record was written: %w", e.name, ErrNotAcquired)
 	}
+	// From now on each extension writes the record back on the nodes
+	// that hold the key for l but lack the record (one that did not
+	// answer now, or lost it since).
+	l.leader.Store(&leaderRecord{name: e.name, value: value, term: l.fence, cid: e.c.id})
 	return nil
+}
+
+// leaderRecord is what a leader's extensions write back where its
+// record is missing (leader_extend.lua).
+type leaderRecord struct {
+	name, value, cid string
+	term             uint64
+}
+
+// extendArgs are the leader extension's arguments for the lock token,
+// extended for ms.
+func (r *leaderRecord) extendArgs(token string, ms int64) []any {
+	return wire.LeaderExtendArgs(r.name, token, ms, r.value, r.term, r.cid)
 }
 
 // pause waits the back-off after the failures-th campaign in a row that
@@ -176,15 +194,19 @@ func (e *Election) pause(ctx context.Context, failures int) error {
 
 // Leader asks every node at once for the election key's holder and its
 // leader record, and returns the leader a quorum of nodes agrees on: the
-// same holder, with the record that holder wrote. Each node's answer is
-// bounded by ctx and by the node timeout, at least 1s. When no quorum
-// agrees (no one leads, a campaign is writing its record, a leader is
-// resigning, too few nodes answered) it returns an error matching
-// ErrNoLeader, never a guess. The answer is a snapshot: the leader may
-// change at once, so act on leadership only through the lock Campaign
-// returned, and pass its term to the resources it writes (fencing). On a
-// closed Client it returns pool.ErrClosed; bad arguments (a nil ctx, an
-// empty name) fail before any node is asked.
+// same holder, with the record that holder wrote. When a quorum holds
+// the key for one holder but some of them lack its record (it reached
+// only some nodes, or a node lost it), while another of them has it,
+// Leader writes that record there, only where the key still holds that
+// holder's token, and names the leader once a quorum has it. Each node's
+// answer is bounded by ctx and by the node timeout, at least 1s. When no
+// quorum agrees (no one leads, a campaign is writing its record, a
+// leader is resigning, too few nodes answered) it returns an error
+// matching ErrNoLeader, never a guess. The answer is a snapshot: the
+// leader may change at once, so act on leadership only through the lock
+// Campaign returned, and pass its term to the resources it writes
+// (fencing). On a closed Client it returns pool.ErrClosed; bad arguments
+// (a nil ctx, an empty name) fail before any node is asked.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.check(ctx); err != nil {
 		return Leader{}, err
@@ -202,24 +224,112 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, err
 	}
-	return e.agreed(recs, errs)
+	if l, ok := e.agreed(recs, errs); ok {
+		return l, nil
+	}
+	if l, ok, err := e.repair(ctx, recs, errs); ok || err != nil {
+		return l, err
+	}
+	err = fmt.Errorf("%w: election %q: fewer than %d of the %d nodes name the same leader", ErrNoLeader, e.name, e.c.quorum, n)
+	if nodeErrs := errors.Join(errs...); nodeErrs != nil {
+		err = errors.Join(err, nodeErrs)
+	}
+	return Leader{}, err
 }
 
-// agreed returns the leader a quorum of the nodes' records names, or an
-// error matching ErrNoLeader with the nodes' errors.
-func (e *Election) agreed(recs []wire.LeaderRecord, errs []error) (Leader, error) {
+// agreed returns the leader a quorum of the nodes' records names.
+func (e *Election) agreed(recs []wire.LeaderRecord, errs []error) (Leader, bool) {
 	count := make(map[wire.LeaderRecord]int, len(recs))
 	for i, r := range recs {
 		if errs[i] != nil || !r.Current() {
 			continue
 		}
 		if count[r]++; count[r] >= e.c.quorum {
-			return Leader{Value: r.Value, Term: r.Term, ClientID: r.Client}, nil
+			return leaderOf(r), true
 		}
 	}
-	err := fmt.Errorf("%w: election %q: fewer than %d of the %d nodes name the same leader", ErrNoLeader, e.name, e.c.quorum, len(recs))
-	if nodeErrs := errors.Join(errs...); nodeErrs != nil {
-		err = errors.Join(err, nodeErrs)
+	return Leader{}, false
+}
+
+// repair writes the record of the key's holder on the nodes that hold
+// the key for it but lack its record, when a quorum of the nodes hold the
+// key for it and one of them has its record; it returns that leader when
+// a quorum has the record now. The write is leader_write.lua's: only
+// where the key still holds the holder's token. A node whose write failed
+// gets that error in errs. It returns pool.ErrClosed on a closed Client.
+func (e *Election) repair(ctx context.Context, recs []wire.LeaderRecord, errs []error) (Leader, bool, error) {
+	held := make(map[string]int, len(recs))
+	for i, r := range recs {
+		if errs[i] == nil && r.Token != "" {
+			held[r.Token]++
+		}
 	}
-	return Leader{}, err
+	var rec wire.LeaderRecord // a record of a holder of a quorum
+	have := 0                 // the nodes that have it
+	for i, r := range recs {
+		if errs[i] == nil && r.Current() && held[r.Token] >= e.c.quorum && (have == 0 || r == rec) {
+			rec = r
+			have++
+		}
+	}
+	var lack []int // the nodes that hold the key for rec's token without its record
+	for i, r := range recs {
+		if have > 0 && errs[i] == nil && r.Token == rec.Token && !r.Current() {
+			lack = append(lack, i)
+		}
+	}
+	if have == 0 || have+len(lack) < e.c.quorum {
+		return Leader{}, false, nil
+	}
+	wrote := make([]bool, len(recs))
+	args := wire.LeaderWriteArgs(e.name, rec.Token, rec.Value, rec.Term, rec.Client)
+	err := e.c.askSome(ctx, lack, wire.LeaderWrite, args, func(i int, reply any, err error) {
+		if err == nil {
+			var d wire.Done
+			if d, err = wire.ParseDone(reply); err != nil {
+				err = &pool.NodeError{Addr: e.c.pools[i].Addr(), Op: "EVALSHA", Err: err}
+			}
+			wrote[i] = d.OK // written, announced or not
+		}
+		errs[i] = explainDenied(err)
+	})
+	if err != nil {
+		return Leader{}, false, err
+	}
+	for _, i := range lack {
+		if wrote[i] {
+			have++
+		}
+	}
+	if have < e.c.quorum {
+		return Leader{}, false, nil
+	}
+	return leaderOf(rec), true, nil
+}
+
+// askSome is askEvery on the nodes numbered in which only.
+func (c *Client) askSome(ctx context.Context, which []int, script *pool.Script, args []any, read func(i int, reply any, err error)) error {
+	ran := c.bg.do(func() {
+		var wg sync.WaitGroup
+		for _, i := range which {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				nctx, cancel := context.WithTimeout(ctx, c.operatorTimeout())
+				defer cancel()
+				reply, err := c.pools[i].Eval(nctx, script, args...)
+				read(i, reply, err)
+			}()
+		}
+		wg.Wait()
+	})
+	if !ran {
+		return pool.ErrClosed
+	}
+	return nil
+}
+
+// leaderOf is the leader a node's record names.
+func leaderOf(r wire.LeaderRecord) Leader {
+	return Leader{Value: r.Value, Term: r.Term, ClientID: r.Client}
 }

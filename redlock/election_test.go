@@ -125,6 +125,38 @@ func TestElection_leaderNeedsAQuorumOfCurrentRecords(t *testing.T) {
 	require.ErrorContains(t, err, "down", "the nodes' errors are named")
 }
 
+// Leader writes a holder's record back where the key holds its token and
+// the record is missing or another's, once a quorum holds the key for it
+// and one of them has the record; never on a node whose key holds
+// another token, and never for a holder of fewer than a quorum.
+func TestElection_leaderRepairsTheRecordOfAQuorumsHolder(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	ctx := context.Background()
+	e := c.Election("e")
+	key, rec := wire.ElectionKey("e"), wire.LeaderKey("e")
+	nodes[0].set(key, "t1")
+	nodes[0].server("HSET", rec, "token", "t1", "value", "v", "term", "9", "client", "c")
+	nodes[1].set(key, "t1")
+	nodes[4].set(key, "t2")
+	_, err := e.Leader(ctx)
+	require.ErrorIs(t, err, ErrNoLeader, "the key on two of five")
+	require.Empty(t, recordOf(nodes[1], "e"), "no record for a holder of fewer than a quorum")
+
+	nodes[2].set(key, "t1")
+	nodes[2].server("HSET", rec, "token", "t0", "value", "old", "term", "8", "client", "c0")
+	nodes[3].set(key, "t1")
+	nodes[3].failWith(errors.New("down"))
+	got, err := e.Leader(ctx)
+	require.NoError(t, err, "the key on three answering nodes, the record on one")
+	want := Leader{Value: "v", Term: 9, ClientID: "c"}
+	require.Equal(t, want, got)
+	wantRec := map[string]string{"token": "t1", "value": "v", "term": "9", "client": "c"}
+	require.Equal(t, wantRec, recordOf(nodes[1], "e"), "a missing record is written back")
+	require.Equal(t, wantRec, recordOf(nodes[2], "e"), "another holder's record is replaced")
+	require.Empty(t, recordOf(nodes[3], "e"), "a node that did not answer is not written")
+	require.Empty(t, recordOf(nodes[4], "e"), "a node whose key holds another token is not written")
+}
+
 // A won lock whose record cannot reach a quorum is released, and the
 // campaign goes on until its context ends: here during its second
 // record, which nodes 1 to 3 refuse as they did the first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -41,6 +42,10 @@ type Lock struct {
 	// rw is the read-write lock of a reader's or writer's hold (its key is
 	// the readers' or the writer's key); nil for any other lock.
 	rw *RWLock
+	// leader is an election leader's record (election.go), which each
+	// extension writes back where it is missing; nil for any other lock,
+	// and until Campaign has written the record.
+	leader atomic.Pointer[leaderRecord]
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
@@ -134,6 +139,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		req.script, req.args = wire.MultiExtend, wire.MultiExtendArgs(l.keys, l.token, ms)
 	case l.rw != nil:
 		req.script, req.args = wire.RWExtend, wire.RWExtendArgs(&l.rw.keys, l.token, ms)
+	case l.leader.Load() != nil:
+		req.script, req.args = wire.LeaderExtend, l.leader.Load().extendArgs(l.token, ms)
 	}
 	r, err := l.c.run(ctx, req)
 	if err != nil {

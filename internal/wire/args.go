@@ -259,6 +259,14 @@ func LeaderWriteArgs(name, token, value string, term uint64, cid string) []any {
 	return []any{ElectionKey(name), LeaderKey(name), token, value, term, cid, LeaderChannel(name)}
 }
 
+// LeaderExtendArgs are the leader extension's keys and arguments: the
+// election key of name, if it holds token, lives ms from now, and there
+// the record takes token, value, term and the Client ID cid unless it
+// already names token.
+func LeaderExtendArgs(name, token string, ms int64, value string, term uint64, cid string) []any {
+	return []any{ElectionKey(name), LeaderKey(name), token, ms, value, term, cid, LeaderChannel(name)}
+}
+
 // LeaderReadArgs are the leader read's keys: the election name's key and
 // record.
 func LeaderReadArgs(name string) []any {

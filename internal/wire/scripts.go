@@ -51,6 +51,8 @@ var (
 	leaderWriteSource string
 	//go:embed leader_read.lua
 	leaderReadSource string
+	//go:embed leader_extend.lua
+	leaderExtendSource string
 	//go:embed inspect_semaphore.lua
 	inspectSemaphoreSource string
 	//go:embed inspect_rw.lua
@@ -111,6 +113,10 @@ var (
 	LeaderWrite = pool.NewScript(2, leaderWriteSource)
 	// LeaderRead reads an election key's token and its leader record.
 	LeaderRead = pool.NewScript(2, leaderReadSource)
+	// LeaderExtend extends an election leader's lock as Extend does, and
+	// writes its leader record where the key holds its token and the
+	// record is missing or another's.
+	LeaderExtend = pool.NewScript(2, leaderExtendSource)
 	// InspectSemaphore reads a semaphore's slots, size and queue (its
 	// slots, then the size key and the queue: permits + 2 keys).
 	InspectSemaphore = pool.NewScript(-1, inspectSemaphoreSource)
@@ -152,6 +158,7 @@ var Scripts = []ScriptInfo{
 	{"rw_release", RWRelease, rwReleaseSource},
 	{"leader_write", LeaderWrite, leaderWriteSource},
 	{"leader_read", LeaderRead, leaderReadSource},
+	{"leader_extend", LeaderExtend, leaderExtendSource},
 	{"inspect_semaphore", InspectSemaphore, inspectSemaphoreSource},
 	{"inspect_rw", InspectRW, inspectRWSource},
 	{"inspect_election", InspectElection, inspectElectionSource},
