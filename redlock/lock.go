@@ -132,6 +132,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// told to stop, and no extension brings the lock back.
 		return ended
 	}
+	// Before the round: a node that restarts once it may hold the key for
+	// ttl waits at least ttl before this Client counts it.
+	l.c.noteTTL(ttl)
 	ms := ttl.Milliseconds()
 	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms, extendAlso(l.token, l.handoffToken)), status: doneStatus, after: l.after}
 	switch {

@@ -28,10 +28,11 @@ var ErrNodeRestarted = errors.New("redlock: node restarted without its data")
 // WithRestartSafety sets maxTTL, the longest TTL any client of these nodes
 // gives a lock: a node that comes back without its data is not counted
 // toward a quorum until maxTTL after it restarted, so that every lock it
-// forgot has run out first. A longer TTL used by this Client raises its own
-// wait to that TTL. Default 1m; give every client of a deployment the same
-// value. 0 turns restart safety off: a restarted node counts at once, and a
-// second owner can take a lock it forgot. See docs/safety.md.
+// forgot has run out first. A longer TTL used by this Client, to acquire a
+// lock or to extend one, raises its own wait to that TTL. Default 1m; give
+// every client of a deployment the same value. 0 turns restart safety off:
+// a restarted node counts at once, and a second owner can take a lock it
+// forgot. See docs/safety.md.
 func WithRestartSafety(maxTTL time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.maxTTL = maxTTL })
 }
@@ -143,13 +144,29 @@ func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 	if c.cfg.maxTTL == 0 {
 		return
 	}
+	c.noteTTL(ttl)
+	c.rs.first.Do(func() { c.checkAll(ctx) })
+}
+
+// noteTTL raises the longest TTL this Client used (maxTTL) to ttl, before
+// a round that gives a key ttl is sent (an acquisition, an extension). A
+// node forgets such a key only when its process dies after the round
+// reached it; the process that replaces it is checked after it started,
+// so after the raise, and waits at least ttl. A view set before the raise,
+// with a shorter wait, is of a process that was already running: it does
+// not hold the key (it restarted empty and was not counted, so the round's
+// quorum is on other nodes), or it got the key from this round and keeps
+// it until it restarts, which gives it a new view.
+func (c *Client) noteTTL(ttl time.Duration) {
+	if c.cfg.maxTTL == 0 {
+		return
+	}
 	for {
 		cur := c.rs.longest.Load()
 		if int64(ttl) <= cur || c.rs.longest.CompareAndSwap(cur, int64(ttl)) {
-			break
+			return
 		}
 	}
-	c.rs.first.Do(func() { c.checkAll(ctx) })
 }
 
 // counts reports whether node i's reply to an acquisition counts toward
