@@ -87,7 +87,13 @@ type restarts struct {
 	checking []atomic.Bool              // a background check is under way
 	gens     []pool.Reconnector         // a *suspectGen for pools that do not tell
 	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
-	first    sync.Once                  // the check before the first acquisition
+	// The check before the first acquisition: the first caller runs it
+	// and closes firstDone; the others wait for that or for their own
+	// context. A channel, not a sync.Once: a caller is not held past its
+	// deadline, and a Client inside a testing/synctest bubble does not
+	// stop virtual time while the check waits on a timer.
+	firstTaken atomic.Bool
+	firstDone  chan struct{}
 	// settled is set once a check of every node had a quorum answer;
 	// until then a node's check is a check of all of them (allBusy), so
 	// that a deployment that came up after the Client is still seen new.
@@ -105,6 +111,7 @@ func (c *Client) initRestarts() {
 	c.rs.checking = make([]atomic.Bool, len(c.pools))
 	c.rs.gens = make([]pool.Reconnector, len(c.pools))
 	c.rs.lastErr = make([]atomic.Pointer[error], len(c.pools))
+	c.rs.firstDone = make(chan struct{})
 	for i, p := range c.pools {
 		if g, ok := p.(pool.Reconnector); ok {
 			c.rs.gens[i] = g
@@ -145,7 +152,15 @@ func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 		return
 	}
 	c.noteTTL(ttl)
-	c.rs.first.Do(func() { c.checkAll(ctx) })
+	if c.rs.firstTaken.CompareAndSwap(false, true) {
+		c.checkAll(ctx)
+		close(c.rs.firstDone)
+		return
+	}
+	select {
+	case <-c.rs.firstDone:
+	case <-ctx.Done():
+	}
 }
 
 // noteTTL raises the longest TTL this Client used (maxTTL) to ttl, before

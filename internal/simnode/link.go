@@ -56,12 +56,12 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 // read queues what arrives on c until it fails, then closes the link.
 func (l *link) read(c net.Conn, q chan<- chunk) {
 	defer l.close()
+	buf := make([]byte, 16<<10)
 	for {
-		buf := make([]byte, 4096)
 		k, err := c.Read(buf)
 		if k > 0 {
 			select {
-			case q <- chunk{b: buf[:k], at: time.Now()}:
+			case q <- chunk{b: append([]byte(nil), buf[:k]...), at: time.Now()}:
 			case <-l.closed:
 				return
 			}

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/quorumlock/redlock/internal/faults"
+	"github.com/quorumlock/redlock/internal/wire"
+)
+
+// The checkers.
+//
+// Mutual exclusion is checked on validity windows (faults.Checker): each
+// hold is [the acquisition's return, the earlier of its release and the
+// end of its validity, in real time], and no two windows of one key may
+// intersect unless both are readers'; a semaphore's never more than its
+// permits. A linearizability checker with a mutex model does not fit: a
+// lease ends by itself when its TTL runs out, so a history in which a
+// holder never released and another took the lock later is legal, and a
+// model in which only Unlock frees the mutex reports it as a violation
+// (a model that frees it at expiry needs the expiry as an operation,
+// which no call returns).
+//
+// Where a sequential model does fit, porcupine checks it: fences (a
+// fenced mutex's, an election's terms) are a counter that every
+// acquisition moves strictly up, so in some order consistent with real
+// time each acquisition's fence is above the last one's. That holds while
+// fewer than a quorum of nodes ever lost their counters (docs/fencing.md);
+// runs in which more did are not held to it.
+
+// fencedOp is one fenced acquisition: [call, return] and the fence.
+type fencedOp struct {
+	key       string
+	call, ret time.Duration
+	fence     uint64
+}
+
+// leaderAnswer is one Election.Leader call.
+type leaderAnswer struct {
+	client    int
+	call, ret time.Duration
+	term      uint64
+	value     string
+	err       error
+	onQuorum  string // for ErrNoLeader: the leader whose key a quorum of healthy nodes held meanwhile
+}
+
+// leaderHold is a leader's hold, for the checks of Leader's answers.
+type leaderHold struct {
+	token  string
+	called time.Duration
+	h      *holding
+	fence  uint64
+}
+
+// fenceModel: every acquisition's fence is above the one before it.
+var fenceModel = porcupine.Model{
+	Init: func() any { return uint64(0) },
+	Step: func(state, _, out any) (bool, any) {
+		f := out.(uint64)
+		return f > state.(uint64), f
+	},
+	DescribeOperation: func(_, out any) string { return fmt.Sprintf("acquire -> fence %d", out) },
+}
+
+// noteLeader records a leader's hold.
+func (w *world) noteLeader(token string, h *holding) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.leaderHolds == nil {
+		w.leaderHolds = map[string]*leaderHold{}
+	}
+	w.leaderHolds[token] = &leaderHold{token: token, called: h.called, h: h}
+}
+
+// leaderOnQuorum looks at the nodes directly, the moment a Leader call of
+// said there is none: it returns the leader whose election key a
+// quorum of nodes that were healthy all along holds, while its lock is
+// valid with room to spare and its campaign had returned before the call
+// began; "" when there is none. Such a leader should
+// have been named (the leader record is repaired where it is missing).
+func (w *world) leaderOnQuorum(call time.Duration) string {
+	key := wire.ElectionKey(electionName)
+	counts := map[string]int{}
+	w.mu.Lock()
+	now := time.Now()
+	healthy := make([]bool, len(w.nodes))
+	for i, u := range w.healthyFrom {
+		healthy[i] = !now.Before(u)
+	}
+	w.mu.Unlock()
+	for i, n := range w.nodes {
+		if !healthy[i] {
+			continue
+		}
+		if v, err := n.Do("GET", key); err == nil {
+			if tok, ok := v.(string); ok {
+				counts[tok]++
+			}
+		}
+	}
+	quorum := len(w.nodes)/2 + 1
+	for tok, k := range counts {
+		if k < quorum {
+			continue
+		}
+		w.mu.Lock()
+		lh := w.leaderHolds[tok]
+		w.mu.Unlock()
+		if lh != nil && lh.h.start < call && w.now() < lh.h.end-w.set.nodeTimeout*4 {
+			return fmt.Sprintf("%s (key on %d healthy nodes, valid until %v)", tokenTail(tok), k, lh.h.end)
+		}
+	}
+	return ""
+}
+
+// holdOf is a checker's hold.
+func holdOf(o op, worker, key string, start, end time.Duration, fence uint64) faults.Hold {
+	return faults.Hold{Key: o.kind0() + ":" + key, Kind: o.kind, Worker: worker, Shared: o.shared,
+		Permits: o.permits, Start: start, End: end, Fence: fence}
+}
+
+// check runs every checker on the run's history.
+func (w *world) check() {
+	for _, o := range w.chk.Overlaps() {
+		w.violate("mutual exclusion: %s", o)
+	}
+	for _, c := range w.chk.Crowds() {
+		w.violate("semaphore: %s", c)
+	}
+	for _, l := range w.store.lost() {
+		w.violate("lost update: %s", l)
+	}
+	w.mu.Lock()
+	durableFences := len(w.dataLost) <= len(w.nodes)-(len(w.nodes)/2+1)
+	ops := append([]fencedOp(nil), w.fencedOps...)
+	answers := append([]leaderAnswer(nil), w.leaders...)
+	refused := append([]string(nil), w.fenceRefusals...)
+	w.mu.Unlock()
+	if durableFences {
+		for _, o := range w.chk.TermsHeldTwice() {
+			w.violate("fence or term held twice: %s", o)
+		}
+		for _, o := range w.chk.FenceInversions() {
+			w.violate("fences out of order: %s (fences %d, %d)", o, o.A.Fence, o.B.Fence)
+		}
+		for _, r := range refused {
+			w.violate("%s", r)
+		}
+		w.checkFences(ops)
+	}
+	w.checkLeaders(answers)
+}
+
+// checkFences checks, per key, that fences rise in an order consistent
+// with real time (porcupine).
+func (w *world) checkFences(ops []fencedOp) {
+	byKey := map[string][]porcupine.Operation{}
+	for _, o := range ops {
+		byKey[o.key] = append(byKey[o.key], porcupine.Operation{Call: int64(o.call), Return: int64(o.ret), Output: o.fence})
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !porcupine.CheckOperations(fenceModel, byKey[k]) {
+			w.violate("fences of %s do not rise in real-time order (%d fenced acquisitions)", k, len(byKey[k]))
+		}
+	}
+}
+
+// checkLeaders checks every answer of Leader: a leader it names held the
+// term during the call (its campaign had begun, and its validity had not
+// ended a TTL before the call began), and none is missed while a quorum of
+// healthy nodes held a valid leader's key.
+func (w *world) checkLeaders(answers []leaderAnswer) {
+	w.mu.Lock()
+	holds := make([]*leaderHold, 0, len(w.leaderHolds))
+	for _, lh := range w.leaderHolds {
+		holds = append(holds, lh)
+	}
+	w.mu.Unlock()
+	for _, a := range answers {
+		if a.err == nil {
+			ok := false
+			for _, lh := range holds {
+				h := lh.h
+				if lh.token != "" && h != nil && fenceOf(h) == a.term && h.called <= a.ret && a.call <= h.end+h.o.ttl {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				w.violate("Leader (client %d, %v-%v) named term %d (%q), which held at no time near the call", a.client+1, a.call, a.ret, a.term, a.value)
+			}
+			continue
+		}
+		if a.onQuorum != "" {
+			w.violate("Leader (client %d, %v-%v) found no leader while leader %s held on a quorum of healthy nodes: %v", a.client+1, a.call, a.ret, a.onQuorum, a.err)
+		}
+	}
+}
+
+func fenceOf(h *holding) uint64 { return h.fence }

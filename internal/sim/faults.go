@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/simnode"
+)
+
+// The faults the schedule draws. In model: at most N - quorum nodes are
+// faulty at once (down, paused, cut off, slow, or restarted and not yet
+// waited out), node clocks stay within the drift allowance, and a node
+// that lost data is counted only after every lock it may have held ran
+// out (restart safety, or a downtime longer than every TTL used).
+const (
+	fKill = iota // down, then back with its data (or empty after the longest TTL)
+	fRestartEmpty
+	fRestartKept
+	fRestartSaved
+	fPause
+	fCut
+	fCutReplies
+	fDelay
+	fDropConn
+	fScriptFlush
+	fRate
+	fSave
+	nFaults
+)
+
+var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save"}
+
+// schedule injects faults until the quiet window, then heals every node.
+func (w *world) schedule(ctx context.Context) {
+	qctx, cancel := context.WithDeadline(ctx, w.quiet)
+	defer cancel()
+	var pending []func() // waits for the undo of a fault
+	for qctx.Err() == nil {
+		sleep(qctx, time.Duration(w.rng.ExpFloat64()*float64(20*time.Millisecond)))
+		if qctx.Err() != nil {
+			break
+		}
+		if undo := w.inject(); undo != nil {
+			pending = append(pending, undo)
+		}
+	}
+	for _, wait := range pending {
+		wait()
+	}
+	for i, n := range w.nodes {
+		if !n.Up() {
+			w.startNode(i, simnode.Kept)
+		}
+	}
+	w.mu.Lock()
+	longest := max(w.longestTTL, w.set.maxTTL)
+	w.mu.Unlock()
+	settled := time.Now().Add(longest + 3*time.Second)
+	if w.opt.OutOfModel {
+		settled = w.end // no liveness checks
+	}
+	w.mu.Lock()
+	w.settled = settled
+	w.mu.Unlock()
+	w.trace.add(w.now(), fmt.Sprintf("quiet: faults healed; liveness checked from %v", settled.Sub(w.start)))
+}
+
+// settledNow reports whether the quiet window has settled: every node
+// up and counted, so every waiting call must be served.
+func (w *world) settledNow() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.settled.IsZero() && time.Now().After(w.settled)
+}
+
+// faultyLocked counts the nodes faulty now.
+func (w *world) faultyLocked() int {
+	now, k := time.Now(), 0
+	for _, u := range w.faultyUntil {
+		if now.Before(u) {
+			k++
+		}
+	}
+	return k
+}
+
+// inject draws one fault and starts it; it returns the fault's undo when
+// it lasts (run when it ends or at the quiet window).
+func (w *world) inject() func() {
+	i := w.rng.Intn(len(w.nodes))
+	n := w.nodes[i]
+	kind := w.rng.Intn(nFaults)
+	dur := time.Duration(20+w.rng.Intn(600)) * time.Millisecond
+	w.mu.Lock()
+	busy := time.Now().Before(w.faultyUntil[i])
+	limit := len(w.nodes) - (len(w.nodes)/2 + 1)
+	if w.opt.OutOfModel {
+		limit = len(w.nodes)
+	}
+	tooMany := !busy && w.faultyLocked() >= limit
+	longest := max(w.longestTTL, w.set.maxTTL)
+	w.mu.Unlock()
+	switch kind {
+	case fDropConn, fScriptFlush, fSave, fRate:
+		// Harmless to the quorum: any node, any time.
+	default:
+		if busy || tooMany {
+			return nil
+		}
+	}
+	w.count(i, kind, dur)
+	switch kind {
+	case fKill:
+		n.Kill()
+		down := dur
+		data := simnode.Kept
+		if w.rng.Intn(2) == 0 && !w.opt.OutOfModel {
+			// Back empty, after every lock it held ran out.
+			down, data = longest+dur, simnode.Empty
+		}
+		w.markFaulty(i, down)
+		return w.after(down, func() { w.startNode(i, data) })
+	case fRestartEmpty, fRestartKept, fRestartSaved:
+		data := simnode.Data(kind - fRestartEmpty)
+		if !w.restartInModel(data) && !w.opt.OutOfModel {
+			n.Kill()
+			w.markFaulty(i, longest+dur)
+			return w.after(longest+dur, func() { w.startNode(i, data) })
+		}
+		n.Kill()
+		w.startNode(i, data)
+		if w.opt.OutOfModel && data == simnode.Empty {
+			// A quorum restarted empty at once, without restart safety.
+			for k := 1; k < len(w.nodes)/2+1; k++ {
+				j := (i + k) % len(w.nodes)
+				w.nodes[j].Restart(simnode.Empty)
+				w.lostData(j)
+			}
+		}
+		return nil
+	case fPause:
+		n.Pause()
+		w.markFaulty(i, dur)
+		return w.after(dur, n.Resume)
+	case fCut, fCutReplies:
+		c := w.clients[w.rng.Intn(len(w.clients))].name
+		n.Cut(c, kind == fCutReplies)
+		w.markFaulty(i, dur)
+		return w.after(dur, func() { n.Heal(c) })
+	case fDelay:
+		n.SetDelay(time.Duration(1+w.rng.Intn(int(2*w.set.nodeTimeout/time.Millisecond))) * time.Millisecond)
+		w.markFaulty(i, dur)
+		return w.after(dur, func() { n.SetDelay(0) })
+	case fDropConn:
+		n.DropConn(w.rng.Intn(64))
+	case fScriptFlush:
+		_, _ = n.Do("SCRIPT", "FLUSH")
+	case fSave:
+		n.Save()
+	case fRate:
+		rate := 1 + (w.rng.Float64()-0.5)*0.006
+		if w.opt.OutOfModel {
+			n.Jump(time.Duration(w.rng.Intn(2000)) * time.Millisecond)
+		} else {
+			n.SetRate(rate)
+		}
+	}
+	return nil
+}
+
+// restartInModel reports whether a node may restart at once with data.
+func (w *world) restartInModel(data simnode.Data) bool {
+	switch data {
+	case simnode.Kept:
+		return true // every write was kept: nothing forgotten
+	case simnode.Saved:
+		// An older snapshot under a marker of its own run id: restart
+		// safety waits it out unless the nodes are declared durable (they
+		// are not, if they lose writes).
+		return w.set.maxTTL > 0 && !w.set.durable
+	}
+	return w.set.maxTTL > 0
+}
+
+// startNode starts node i with data and marks it faulty while restart
+// safety may exclude it.
+func (w *world) startNode(i int, data simnode.Data) {
+	w.nodes[i].Start(data)
+	if data != simnode.Kept {
+		w.lostData(i)
+	}
+	w.mu.Lock()
+	longest := max(w.longestTTL, w.set.maxTTL)
+	w.mu.Unlock()
+	w.markFaulty(i, longest+time.Second)
+	w.trace.add(w.now(), fmt.Sprintf("node %d started (%v)", i+1, data))
+}
+
+func (w *world) lostData(i int) {
+	w.mu.Lock()
+	w.dataLost[i] = true
+	w.mu.Unlock()
+}
+
+// markFaulty counts node i faulty for d (no other fault starts on it
+// meanwhile, and it counts toward the faulty nodes' limit), and unhealthy
+// for 2s more, while the clients' connections to it may still be
+// reconnecting (the checks of Leader's answers wait for that).
+func (w *world) markFaulty(i int, d time.Duration) {
+	w.mu.Lock()
+	now := time.Now()
+	if until := now.Add(d); until.After(w.faultyUntil[i]) {
+		w.faultyUntil[i] = until
+	}
+	if until := now.Add(d + 2*time.Second); until.After(w.healthyFrom[i]) {
+		w.healthyFrom[i] = until
+	}
+	w.mu.Unlock()
+}
+
+func (w *world) count(i, kind int, dur time.Duration) {
+	w.mu.Lock()
+	w.faults++
+	w.mu.Unlock()
+	w.trace.add(w.now(), fmt.Sprintf("FAULT node %d %s (%v)", i+1, faultNames[kind], dur))
+}
+
+// after runs undo once d passed; the returned function waits for it.
+func (w *world) after(d time.Duration, undo func()) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(d)
+		undo()
+	}()
+	return func() { <-done }
+}

@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// long takes a long key (client 1 only) with a TTL within restart
+// safety's bound and extends it past the bound, holding it across the
+// faults: the Client must then wait the longer TTL out on a node that
+// restarted.
+func (wk *worker) long(ctx context.Context) {
+	w := wk.w
+	key := longKeys[wk.rng.Intn(len(longKeys))]
+	ttl := w.set.maxTTL
+	o := op{kind: "long", key: key, counter: true, ttl: ttl}
+	w.noteTTL(ttl)
+	cctx, cancel, _ := wk.callContext(ctx, false)
+	defer cancel()
+	called := w.now()
+	l, err := wk.sc.c.TryLock(cctx, key, ttl)
+	if err != nil {
+		w.trace.add(w.now(), fmt.Sprintf("%s long %s: %v", wk.name, key, shortErr(err)))
+		return
+	}
+	h := wk.held(o, l, called)
+	long := ttl * time.Duration(2+wk.rng.Intn(3))
+	w.noteTTL(long)
+	for range 1 + wk.rng.Intn(3) {
+		sleep(context.Background(), time.Duration(wk.rng.Intn(int(ttl/time.Millisecond)/2))*time.Millisecond)
+		if err := l.Extend(context.Background(), long); err != nil {
+			w.trace.add(w.now(), fmt.Sprintf("%s extend long %s: %v", wk.name, key, shortErr(err)))
+			break
+		}
+		h.extended(wk, l)
+	}
+	sleep(context.Background(), time.Duration(wk.rng.Intn(int(long/time.Millisecond)))*time.Millisecond)
+	h.finish(wk, l, true, false)
+}
+
+// doJob runs a job under Client.Do with auto-extension, longer than the
+// TTL; the hold ends when the job's context does or the job returns.
+func (wk *worker) doJob(ctx context.Context, ttl time.Duration) {
+	w := wk.w
+	key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
+	w.noteTTL(ttl)
+	o := op{kind: "do", key: key, counter: true, wait: true, ttl: ttl}
+	cctx, cancel, checked := wk.callContext(ctx, true)
+	defer cancel()
+	called := w.now()
+	job := time.Duration(wk.rng.Intn(int(2 * ttl / time.Millisecond)))
+	ran := false
+	err := wk.sc.c.Do(cctx, key, ttl, func(jctx context.Context) error {
+		ran = true
+		start := w.now()
+		w.mu.Lock()
+		w.acquired++
+		w.kinds[o.kind]++
+		w.mu.Unlock()
+		v := w.store.read("mutex:" + key)
+		t := time.NewTimer(job * time.Millisecond)
+		defer t.Stop()
+		lost := false
+		select {
+		case <-t.C:
+		case <-jctx.Done():
+			lost = true
+		}
+		end := w.now()
+		if !lost && jctx.Err() == nil {
+			w.store.write("mutex:"+key, v+1)
+		}
+		w.trace.add(end, fmt.Sprintf("%s do %s ttl=%v job=%v: window %v-%v lost=%v", wk.name, key, ttl, job*time.Millisecond, start, end, lost))
+		w.chk.Add(holdOf(o, wk.name, key, start, end, 0))
+		return nil
+	})
+	if err != nil && !ran {
+		w.trace.add(w.now(), fmt.Sprintf("%s do %s: %v", wk.name, key, shortErr(err)))
+		if checked && ctx.Err() == nil && w.settledNow() {
+			w.violate("liveness: %s's Do of %s, begun at %v in the quiet window, not served within %v: %v", wk.name, key, called, livenessBound, shortErr(err))
+		}
+	}
+}
+
+// restore takes a mutex, hands its token to another Client (as another
+// process would), which extends and releases it.
+func (wk *worker) restore(ctx context.Context, ttl time.Duration) {
+	w := wk.w
+	key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
+	o := op{kind: "restore", key: key, counter: true, ttl: ttl}
+	w.noteTTL(ttl)
+	cctx, cancel, _ := wk.callContext(ctx, false)
+	defer cancel()
+	called := w.now()
+	l, err := wk.sc.c.TryLock(cctx, key, ttl)
+	if err != nil {
+		return
+	}
+	h := wk.held(o, l, called)
+	other := w.clients[(wk.ci+1)%len(w.clients)]
+	r := other.c.Restore(l.Key(), l.Token())
+	sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
+	if err := r.Extend(context.Background(), ttl); err == nil {
+		// The restored handle's validity, on the other Client's clock.
+		h.end = max(h.end, w.now()+other.clk.RealDuration(r.Validity()))
+		w.trace.add(w.now(), fmt.Sprintf("%s restored %s in %s: held until %v", wk.name, key, other.name, h.end))
+	} else {
+		w.trace.add(w.now(), fmt.Sprintf("%s restored extend %s: %v", wk.name, key, shortErr(err)))
+	}
+	sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
+	h.finish(wk, r, true, false)
+}
+
+// leader asks who leads the election, and checks the answer.
+func (wk *worker) leader(ctx context.Context) {
+	w := wk.w
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	called := w.now()
+	ld, err := wk.sc.c.Election(electionName).Leader(cctx)
+	ret := w.now()
+	a := leaderAnswer{client: wk.ci, call: called, ret: ret, term: ld.Term, value: ld.Value, err: err}
+	if err != nil && errors.Is(err, redlock.ErrNoLeader) {
+		a.onQuorum = w.leaderOnQuorum(called)
+	}
+	w.trace.add(ret, fmt.Sprintf("%s Leader: term=%d value=%q err=%v", wk.name, ld.Term, ld.Value, err))
+	w.mu.Lock()
+	w.leaders = append(w.leaders, a)
+	w.mu.Unlock()
+}

@@ -1,0 +1,332 @@
+// Package sim is the deterministic simulator: Clients of the real lock
+// library, with the real Lua scripts, on in-process nodes (internal/simnode)
+// and virtual time (testing/synctest), under a seeded schedule of faults,
+// with checkers on every history. docs/safety.md ("The simulator") tells
+// what it models, what it does not, and how to run and replay it.
+//
+// One seed is one run (Run): it draws the deployment (restart safety,
+// durable nodes, client and node clock rates), starts workers that use
+// every kind of lock, injects faults for most of the run, then lets the
+// world heal, and checks what happened. Time is exact in a replay; the
+// order in which goroutines that are ready at the same virtual instant
+// run is the Go scheduler's, so a replay follows the same schedule of
+// operations and faults but may interleave two simultaneous events the
+// other way.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/faults"
+	"github.com/quorumlock/redlock/internal/simnode"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Options configure a run.
+type Options struct {
+	Seed int64
+	// Virtual is how long the workers run, in virtual time; faults stop
+	// at 70% of it and the rest is the quiet window in which liveness is
+	// checked. Default 40s.
+	Virtual time.Duration
+	// OutOfModel adds faults outside the algorithm's model (a quorum of
+	// nodes restarted empty at once without restart safety, a node clock
+	// jumping forward, a client clock running 10% slow): the checkers must
+	// then find violations.
+	OutOfModel bool
+	// TraceLines bounds the trace kept for a failure's report. Default 400.
+	TraceLines int
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Seed         int64
+	Setup        string // the deployment drawn
+	Acquisitions int
+	Faults       int
+	Virtual      time.Duration
+	Violations   []string
+	Trace        []string // the last TraceLines lines
+	Kinds        map[string]int
+}
+
+// setup is what a seed draws for the deployment.
+type setup struct {
+	nodes, clients, workers int
+	maxTTL                  time.Duration // WithRestartSafety; 0: off
+	durable                 bool
+	nodeTimeout             time.Duration
+	clientRates             []float64
+	longKeys                bool // client 0 uses TTLs past maxTTL on keys of its own
+}
+
+func (s setup) String() string {
+	rates := make([]string, len(s.clientRates))
+	for i, r := range s.clientRates {
+		rates[i] = fmt.Sprintf("%.4f", r)
+	}
+	return fmt.Sprintf("nodes=%d clients=%d workers=%d restart-safety=%v durable=%v node-timeout=%v client-rates=[%s] long-keys=%v",
+		s.nodes, s.clients, s.workers, s.maxTTL, s.durable, s.nodeTimeout, strings.Join(rates, " "), s.longKeys)
+}
+
+// world is one run's state.
+type world struct {
+	opt     Options
+	set     setup
+	rng     *rand.Rand // the scheduler's
+	start   time.Time
+	end     time.Time // workers stop
+	quiet   time.Time // faults stop
+	settled time.Time // liveness is checked for calls begun after it
+	nodes   []*simnode.Node
+	clients []*simClient
+	chk     *faults.Checker
+	trace   *trace
+	store   *store
+
+	mu            sync.Mutex
+	acquired      int
+	kinds         map[string]int
+	faults        int
+	violations    []string
+	leaders       []leaderAnswer
+	leaderHolds   map[string]*leaderHold // by token
+	fenceRefusals []string
+	fencedOps     []fencedOp
+	longestTTL    time.Duration // the longest TTL any call used
+	dataLost      map[int]bool  // nodes that lost data at some point
+	faultyUntil   []time.Time   // per node: counts as faulty until then
+	healthyFrom   []time.Time   // per node: healthy from then on (faulty, then reconnecting)
+}
+
+type simClient struct {
+	name  string
+	c     *redlock.Client
+	clk   *faults.Clock
+	pools []*pool.Node
+}
+
+// now returns the virtual time since the run began.
+func (w *world) now() time.Duration { return time.Since(w.start) }
+
+// violate records a violation.
+func (w *world) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.trace.add(w.now(), "VIOLATION "+msg)
+	w.mu.Lock()
+	w.violations = append(w.violations, msg)
+	w.mu.Unlock()
+}
+
+func (w *world) noteTTL(ttl time.Duration) {
+	w.mu.Lock()
+	w.longestTTL = max(w.longestTTL, ttl)
+	w.mu.Unlock()
+}
+
+// draw picks the deployment of a seed.
+func draw(rng *rand.Rand, opt Options) setup {
+	s := setup{nodes: []int{3, 5}[rng.Intn(2)], clients: 3, workers: 3}
+	if rng.Intn(3) > 0 {
+		s.maxTTL = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}[rng.Intn(3)]
+	}
+	s.durable = rng.Intn(3) == 0
+	s.nodeTimeout = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}[rng.Intn(3)]
+	for range s.clients {
+		// In model: two clocks' rates differ by less than the drift
+		// allowance (1% of the TTL).
+		s.clientRates = append(s.clientRates, 1+(rng.Float64()-0.5)*0.006)
+	}
+	if opt.OutOfModel {
+		s.clientRates[0] = 0.9
+		s.maxTTL = 0
+	}
+	s.longKeys = s.maxTTL > 0 && rng.Intn(2) == 0
+	return s
+}
+
+// Run runs one seed. It must be called inside a testing/synctest bubble
+// (on real time it would take as long as the virtual time it covers).
+func Run(opt Options) Result {
+	if opt.Virtual <= 0 {
+		opt.Virtual = 40 * time.Second
+	}
+	if opt.TraceLines <= 0 {
+		opt.TraceLines = 400
+	}
+	rng := rand.New(rand.NewSource(opt.Seed))
+	w := &world{opt: opt, set: draw(rng, opt), rng: rng, start: time.Now(), chk: faults.NewChecker(),
+		trace: newTrace(opt.TraceLines), store: newStore(), kinds: map[string]int{}, dataLost: map[int]bool{}}
+	w.end = w.start.Add(opt.Virtual)
+	w.quiet = w.start.Add(opt.Virtual * 7 / 10)
+	w.trace.add(0, fmt.Sprintf("seed %d: %s", opt.Seed, w.set))
+	w.build()
+	w.run()
+	w.teardown()
+	w.check()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Result{Seed: opt.Seed, Setup: w.set.String(), Acquisitions: w.acquired, Faults: w.faults,
+		Virtual: w.now(), Violations: w.violations, Trace: w.trace.lines(), Kinds: w.kinds}
+}
+
+func (w *world) build() {
+	w.faultyUntil = make([]time.Time, w.set.nodes)
+	w.healthyFrom = make([]time.Time, w.set.nodes)
+	for i := range w.set.nodes {
+		w.nodes = append(w.nodes, simnode.New(fmt.Sprintf("sim%d:6379", i+1)))
+	}
+	for ci := range w.set.clients {
+		name := fmt.Sprintf("c%d", ci+1)
+		sc := &simClient{name: name, clk: faults.NewClock(w.set.clientRates[ci])}
+		ps := make([]pool.Pool, len(w.nodes))
+		for i, n := range w.nodes {
+			p, err := pool.New(n.Addr(), pool.WithDialer(n.Dialer(name)), pool.WithIOTimeout(time.Second), pool.WithDialTimeout(time.Second))
+			if err != nil {
+				panic(err)
+			}
+			sc.pools = append(sc.pools, p)
+			ps[i] = p
+		}
+		opts := []redlock.Option{redlock.WithNodeTimeout(w.set.nodeTimeout), redlock.WithClock(sc.clk), redlock.WithRestartSafety(w.set.maxTTL)}
+		if w.set.durable {
+			opts = append(opts, redlock.WithDurableNodes())
+		}
+		c, err := redlock.New(ps, opts...)
+		if err != nil {
+			panic(err)
+		}
+		sc.c = c
+		w.clients = append(w.clients, sc)
+	}
+}
+
+// run starts the workers and the fault schedule and waits for them.
+func (w *world) run() {
+	ctx, cancel := context.WithDeadline(context.Background(), w.end)
+	defer cancel()
+	var wg sync.WaitGroup
+	for ci, sc := range w.clients {
+		for k := range w.set.workers {
+			wk := &worker{w: w, sc: sc, ci: ci, name: fmt.Sprintf("%s/w%d", sc.name, k+1),
+				rng: rand.New(rand.NewSource(w.opt.Seed*1000 + int64(ci*10+k)))}
+			wg.Add(1)
+			go func() { defer wg.Done(); wk.run(ctx) }()
+		}
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); w.schedule(ctx) }()
+	wg.Wait()
+}
+
+// teardown heals every node, closes the Clients and the nodes.
+func (w *world) teardown() {
+	cmds := 0
+	for _, n := range w.nodes {
+		cmds += n.Stats().Commands
+	}
+	w.trace.add(w.now(), fmt.Sprintf("commands delivered: %d", cmds))
+	for _, n := range w.nodes {
+		n.Heal("")
+		n.Resume()
+	}
+	for _, sc := range w.clients {
+		_ = sc.c.Close()
+		for _, p := range sc.pools {
+			_ = p.Close()
+		}
+	}
+	for _, n := range w.nodes {
+		n.Close()
+	}
+}
+
+// trace keeps the last lines of what happened, for a failure's report.
+type trace struct {
+	mu   sync.Mutex
+	max  int
+	ring []string
+	next int
+	n    int
+}
+
+func newTrace(max int) *trace { return &trace{max: max, ring: make([]string, max)} }
+
+func (t *trace) add(at time.Duration, line string) {
+	t.mu.Lock()
+	t.ring[t.next] = fmt.Sprintf("%10.4fs %s", at.Seconds(), line)
+	t.next = (t.next + 1) % t.max
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *trace) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for i := range t.max {
+		if l := t.ring[(t.next+i)%t.max]; l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// store is the resource the locks protect: a counter per key (lost
+// updates) and a fenced register per key (writes in fence order).
+type store struct {
+	mu       sync.Mutex
+	counters map[string]int64
+	incs     map[string]int64
+	fences   map[string]uint64
+}
+
+func newStore() *store {
+	return &store{counters: map[string]int64{}, incs: map[string]int64{}, fences: map[string]uint64{}}
+}
+
+func (s *store) read(key string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counters[key]
+}
+
+func (s *store) write(key string, v int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counters[key] = v
+	s.incs[key]++
+}
+
+// fencedWrite accepts a write whose fence is above every fence accepted
+// for key before it.
+func (s *store) fencedWrite(key string, fence uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence <= s.fences[key] {
+		return false
+	}
+	s.fences[key] = fence
+	return true
+}
+
+// lost returns the keys whose counter is below the number of writes.
+func (s *store) lost() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, n := range s.incs {
+		if s.counters[k] != n {
+			out = append(out, fmt.Sprintf("%s: %d increments, counter %d", k, n, s.counters[k]))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
