@@ -53,7 +53,6 @@ type leaderHold struct {
 	token  string
 	called time.Duration
 	h      *holding
-	fence  uint64
 }
 
 // fenceModel: every acquisition's fence is above the one before it.

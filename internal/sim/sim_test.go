@@ -27,6 +27,8 @@ var (
 	simTime    = flag.Duration("sim.time", 0, "run seeds until this much CPU time has passed (0: SIM_TIME, or 20s; 10s under -short)")
 	simSeed    = flag.Int64("sim.seed", 0, "run this seed only (0: SEED, or seeds from the clock)")
 	simVirtual = flag.Duration("sim.virtual", 40*time.Second, "virtual time of one seed")
+	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
+	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
 )
 
 // summary is what every seed added up to, printed last by TestMain.
@@ -159,11 +161,17 @@ func TestSim(t *testing.T) {
 	}
 	start, limit := cpuTime(), budget()
 	seed := time.Now().UnixNano() % 1_000_000_000
+	if *simFrom != 0 {
+		seed = *simFrom
+	}
 	t.Logf("seeds from %d, for %v of CPU", seed, limit)
 	for ; cpuTime()-start < limit; seed++ {
 		res := runSeed(t, seed, opt)
 		t.Logf("seed %d: %d acquisitions, %d faults, %d violations", seed, res.Acquisitions, res.Faults, len(res.Violations))
 		report(t, res)
+		if *simStop && len(res.Violations) > 0 {
+			break
+		}
 	}
 }
 
