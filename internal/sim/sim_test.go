@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ var (
 	simVirtual = flag.Duration("sim.virtual", 40*time.Second, "virtual time of one seed")
 	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
 	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
+	simFlush   = flag.Bool("sim.flush", false, "add SCRIPT FLUSH to the faults (docs/safety.md, \"Open findings\")")
+	simHang    = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed counts as hung")
 )
 
 // summary is what every seed added up to, printed last by TestMain.
@@ -96,9 +99,6 @@ func fixedSeed() int64 {
 	return s
 }
 
-// hangAfter is how long one seed may take in real time.
-const hangAfter = 3 * time.Minute
-
 // runSeed runs one seed in a bubble of its own and reports it.
 func runSeed(t *testing.T, seed int64, opt sim.Options) sim.Result {
 	t.Helper()
@@ -108,10 +108,20 @@ func runSeed(t *testing.T, seed int64, opt sim.Options) sim.Result {
 	// durably blocked: while one waits on a timer behind it, virtual time
 	// stops and the seed hangs. The watchdog, on real time outside the
 	// bubble, reports it with every goroutine's stack.
-	dog := time.AfterFunc(hangAfter, func() {
+	dog := time.AfterFunc(*simHang, func() {
+		if f := os.Getenv("SIM_HANG_PROFILE"); f != "" {
+			// What the stuck seed spends its CPU on.
+			if out, err := os.Create(f); err == nil {
+				_ = pprof.StartCPUProfile(out)
+				time.Sleep(5 * time.Second)
+				pprof.StopCPUProfile()
+				_ = out.Close()
+			}
+		}
 		buf := make([]byte, 64<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "sim: seed %d hung: no progress of virtual time for %v of real time; replay: make sim SEED=%d\n%s\n", seed, hangAfter, seed, buf)
+		fmt.Fprintf(os.Stderr, "sim: seed %d hung: not done after %v of real time; replay: make sim SEED=%d\ntrace:\n  %s\n%s\n",
+			seed, *simHang, seed, strings.Join(sim.RunningTrace(), "\n  "), buf)
 		os.Exit(2)
 	})
 	defer dog.Stop()
@@ -152,7 +162,7 @@ func report(t *testing.T, res sim.Result) {
 // TestSim runs seeds until its CPU budget is spent (make sim SIM_TIME=60s),
 // or the one seed asked for (make sim SEED=...).
 func TestSim(t *testing.T) {
-	opt := sim.Options{Virtual: *simVirtual}
+	opt := sim.Options{Virtual: *simVirtual, ScriptFlush: *simFlush}
 	if seed := fixedSeed(); seed != 0 {
 		res := runSeed(t, seed, opt)
 		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds)
@@ -161,8 +171,13 @@ func TestSim(t *testing.T) {
 	}
 	start, limit := cpuTime(), budget()
 	seed := time.Now().UnixNano() % 1_000_000_000
-	if *simFrom != 0 {
+	switch {
+	case *simFrom != 0:
 		seed = *simFrom
+	case *simTime == 0 && os.Getenv("SIM_TIME") == "":
+		// make test: the same seeds every time, so that CI's verdict does
+		// not depend on the clock; make sim explores new ones.
+		seed = 1000
 	}
 	t.Logf("seeds from %d, for %v of CPU", seed, limit)
 	for ; cpuTime()-start < limit; seed++ {
@@ -175,8 +190,10 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// regressions are seeds that found defects, replayed by every make test.
-var regressions = []int64{}
+// regressions are seeds that found defects, replayed by every make test:
+// 2 stopped virtual time (callers blocked on the sync.Once of the first
+// restart check while it waited on a timer).
+var regressions = []int64{2}
 
 func TestSim_regressions(t *testing.T) {
 	for _, seed := range regressions {
@@ -189,7 +206,10 @@ func TestSim_regressions(t *testing.T) {
 // clocks jumping and a client clock 10% slow, violations are found.
 func TestSim_outOfModelFaultsAreCaught(t *testing.T) {
 	found := 0
-	for seed := int64(1); seed <= 3 && found == 0; seed++ {
+	for _, seed := range []int64{2, 3, 4} {
+		if found > 0 {
+			break
+		}
 		res := runSeed(t, seed, sim.Options{Virtual: 20 * time.Second, OutOfModel: true})
 		t.Logf("out-of-model seed %d: %d acquisitions, %d faults, %d violations", seed, res.Acquisitions, res.Faults, len(res.Violations))
 		if len(res.Violations) > 0 {
