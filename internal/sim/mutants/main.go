@@ -1,0 +1,458 @@
+// Command mutants is make sim-mutants: proof that the deterministic
+// simulator (internal/sim) catches planted defects. For each mutant of
+// the table it copies the working tree (git ls-files -co
+// --exclude-standard) into a temporary directory, replaces the mutant's
+// old text (which must occur exactly once) by its new text, builds the
+// simulator's test binary there and runs seeds from 1 for a CPU budget,
+// stopping at the first seed with a violation. A mutant is caught when
+// the run exits non-zero with violations; otherwise it is missed. It
+// prints a markdown table last, and exits non-zero when a mutant is
+// missed (unless the table expects it, with the reason), stale or broken.
+//
+//	go run ./internal/sim/mutants [-only NAME[,NAME...]] [-budget 2m] [-strict]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// mutant is one planted defect: old is replaced by new in file.
+type mutant struct {
+	name   string
+	file   string // repository-relative
+	old    string
+	new    string
+	breaks string // what it breaks
+	// expectMiss, when not empty, says why the simulator cannot catch
+	// the mutant yet (what its workload or checkers lack): a miss then
+	// does not fail the run (it does under -strict).
+	expectMiss string
+}
+
+var mutants = []mutant{
+	{
+		name:   "no-drift",
+		file:   "redlock/client.go",
+		old:    "return start.Add(ttl.Truncate(time.Millisecond) - c.drift(ttl))",
+		new:    "return start.Add(ttl.Truncate(time.Millisecond))",
+		breaks: "validity without the clock-drift allowance: a holder outlives its key on a node whose clock runs fast",
+		expectMiss: "the simulator's clocks stay within 0.3% of true rate (clients and node clock-rate faults alike) and its links add " +
+			"no latency outside delay faults, so without the allowance a key runs out on its nodes at most ~0.6% of the TTL " +
+			"(6ms of a 1s TTL) before its holder's validity ends; an overlap needs a holder that keeps the lock to the very end " +
+			"of its validity and a contender that takes the key in those few ms, but workers release within 150ms and waiting " +
+			"calls are woken by releases (hand-offs), not by expiries. Needs: holders that hold to their validity's end with " +
+			"contenders polling at the expiry, and client/node clock rates near the 1% allowance",
+	},
+	{
+		name:   "late-grant",
+		file:   "redlock/engine.go",
+		old:    "if !r.ok || !c.validEnough(until, g.cfg) {\n\t\treturn nil, r, c.undo(ctx, g, r, until)\n\t}\n\twon := r.won()",
+		new:    "if !r.ok {\n\t\treturn nil, r, c.undo(ctx, g, r, until)\n\t}\n\twon := r.won()",
+		breaks: "a quorum of grants counted after the validity they give ran out: the caller gets a lock that is already over",
+	},
+	{
+		name:   "extend-no-note-ttl",
+		file:   "redlock/lock.go",
+		old:    "\tl.c.noteTTL(ttl)\n",
+		new:    "",
+		breaks: "restart safety ignores Extend: a node restarted empty is counted again after the acquisition's TTL, not the longer extension's",
+	},
+	{
+		name:   "restart-counted-at-once",
+		file:   "redlock/restart.go",
+		old:    "if left := c.maxTTL() - f.uptime; left > 0 {",
+		new:    "if left := c.maxTTL() - f.uptime; left < 0 {",
+		breaks: "restart safety counts a node that restarted empty at once instead of after the longest TTL",
+	},
+	{
+		name:   "quorum-half",
+		file:   "redlock/client.go",
+		old:    "quorum:   len(pools)/2 + 1,",
+		new:    "quorum:   len(pools) / 2,",
+		breaks: "a quorum of N/2 instead of N/2+1: two disjoint minorities both win",
+	},
+	{
+		name:   "release-any-owner",
+		file:   "internal/wire/release.lua",
+		old:    "if not v or v ~= owned and (alt == \"\" or string.find(v, alt, 1, true) ~= 1) then",
+		new:    "if not v then",
+		breaks: "Unlock deletes the key without checking the owner: a late release frees another holder's lock",
+	},
+	{
+		name:   "extend-recreates",
+		file:   "internal/wire/extend.lua",
+		old:    "if v == token or also and v == also then\n\treturn redis.call(\"PEXPIRE\", key, ttl)",
+		new:    "if not v or v == token or also and v == also then\n\tredis.call(\"SET\", key, token, \"PX\", ttl)\n\treturn 1",
+		breaks: "an extension re-creates a key that expired: the old holder and the new one both hold",
+	},
+	{
+		name:   "semaphore-all-grants",
+		file:   "redlock/round.go",
+		old:    "if t.counts[c]++; t.counts[c] > r.okCount {\n\t\t\tr.okCount, t.won = t.counts[c], c\n\t\t}",
+		new:    "t.counts[c]++\n\t\tr.okCount++\n\t\tif t.won < 0 || t.counts[c] > t.counts[t.won] {\n\t\t\tt.won = c\n\t\t}",
+		breaks: "a semaphore round decided on the grants of all slots instead of one slot's quorum: a permit held on a minority",
+	},
+	{
+		name:   "rw-read-ignores-writer",
+		file:   "internal/wire/rw_read.lua",
+		old:    "for _, k in ipairs({writer, intent}) do",
+		new:    "for _, k in ipairs({intent}) do",
+		breaks: "a reader joins while a writer holds the read-write lock",
+	},
+	// Not "the fence proposed from one granting node's counter instead of
+	// the quorum's highest" (top = f.Counter in mintFence): that mutant
+	// is equivalent. A fence is returned only once a quorum took it, each
+	// node only above its counter, and any two quorums meet, so a low
+	// proposal is refused and raised (writeBackFence): it costs rounds,
+	// never order. The defect that matters is accepting a fence without
+	// that quorum.
+	{
+		name:   "fence-without-quorum",
+		file:   "redlock/fence.go",
+		old:    "if err == nil && w.ok {\n\t\t\treturn fence, nil",
+		new:    "if err == nil && w.okCount > 0 {\n\t\t\treturn fence, nil",
+		breaks: "a fence taken once one node stored it instead of a quorum: a fence another holder already has, or a lower one, is handed out",
+	},
+	{
+		name:   "leader-no-repair",
+		file:   "redlock/election.go",
+		old:    "if l, ok, err := e.repair(ctx, recs, errs); ok || err != nil {",
+		new:    "if l, ok, err := (Leader{}), false, error(nil); ok || err != nil {",
+		breaks: "Leader does not repair a leader record missing where a quorum holds the leader's key: no leader is named",
+		expectMiss: "masked by the leader's own repair: every auto-extension (leader_extend.lua) writes the record back where the key " +
+			"is held, so Leader's repair matters only between a record write that reached fewer than a quorum and the next " +
+			"extension, and the check (found no leader while a quorum of healthy nodes held a valid leader's key) needs a " +
+			"Leader call in that window; the simulator has no fault that drops a record but keeps the key and no Leader calls " +
+			"timed after campaigns. The same check also fails without any mutant on some seeds (go run ./internal/sim/mutants -baseline), " +
+			"so it could not tell this mutant apart anyway",
+	},
+	{
+		name:   "leader-extend-no-repair",
+		file:   "internal/wire/leader_extend.lua",
+		old:    "if redis.call(\"HGET\", record, \"token\") ~= token then",
+		new:    "if false then",
+		breaks: "a leader's extensions do not write back its record where it is missing: no leader is named though a quorum holds its key",
+	},
+	{
+		name:   "leader-record-term-zero",
+		file:   "redlock/election.go",
+		old:    "wire.LeaderWriteArgs(e.name, l.token, value, l.fence, e.c.id)",
+		new:    "wire.LeaderWriteArgs(e.name, l.token, value, 0, e.c.id)",
+		breaks: "the leader record written with a wrong term (as before the fence was minted): Leader names a term no one held",
+	},
+}
+
+// result is what one mutant's run found.
+type result struct {
+	m        mutant
+	status   string // caught, MISSED, missed (expected), stale, broken
+	seed     string
+	cpu      time.Duration
+	first    string // the first violation
+	summary  string // the run's last line
+	failsRun bool
+}
+
+func main() {
+	only := flag.String("only", "", "run only these mutants (comma-separated names)")
+	budget := flag.Duration("budget", 2*time.Minute, "the CPU time each mutant's simulator run gets")
+	strict := flag.Bool("strict", false, "a miss the table expects fails the run too")
+	keep := flag.Bool("keep", false, "keep the temporary trees (and print where)")
+	baseline := flag.Bool("baseline", false, "first run the unmutated tree the same way: it must find no violation")
+	flag.Parse()
+
+	root, err := gitRoot()
+	if err != nil {
+		fatal(err)
+	}
+	files, err := listFiles(root)
+	if err != nil {
+		fatal(err)
+	}
+	var todo []mutant
+	want, found := map[string]bool{}, map[string]bool{}
+	for _, n := range strings.Split(*only, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	for _, m := range mutants {
+		if len(want) == 0 || want[m.name] {
+			todo = append(todo, m)
+			found[m.name] = true
+		}
+	}
+	for n := range want {
+		if !found[n] {
+			fatal(fmt.Errorf("no mutant named %q", n))
+		}
+	}
+
+	var results []result
+	var total time.Duration
+	if *baseline {
+		r := runMutant(root, files, mutant{name: "baseline", breaks: "nothing: the unmutated tree"}, *budget, *strict, *keep)
+		total += r.cpu
+		switch r.status {
+		case "caught":
+			// The simulator fails without a mutant: a catch by the same
+			// check may not be the mutant's.
+			r.status, r.failsRun = "violations without a mutant (seed "+r.seed+")", true
+		case "MISSED":
+			r.status, r.seed, r.failsRun = "clean", "none", false
+		}
+		results = append(results, r)
+	}
+	for _, m := range todo {
+		r := runMutant(root, files, m, *budget, *strict, *keep)
+		total += r.cpu
+		results = append(results, r)
+	}
+
+	fmt.Println()
+	fmt.Println("| mutant | what it breaks | caught by seed | CPU s |")
+	fmt.Println("|---|---|---|---|")
+	failed := 0
+	for _, r := range results {
+		seed := r.seed
+		switch r.status {
+		case "caught", "clean":
+		case "missed (expected)":
+			seed = "expected-missed: " + r.m.expectMiss
+		default:
+			seed = r.status
+		}
+		fmt.Printf("| %s | %s | %s | %.1f |\n", r.m.name, cell(r.m.breaks), cell(seed), r.cpu.Seconds())
+		if r.failsRun {
+			failed++
+		}
+	}
+	fmt.Printf("\nmutants: %d run, total simulator CPU %.1fs\n", len(results), total.Seconds())
+	if failed > 0 {
+		fmt.Printf("mutants: %d missed, stale or broken\n", failed)
+		os.Exit(1)
+	}
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "mutants:", err)
+	os.Exit(2)
+}
+
+func gitRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// listFiles returns the working tree's files, tracked and untracked but
+// not ignored.
+func listFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "ls-files", "-z", "-co", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files: %w", err)
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// copyTree copies files from root into dir. Files listed but deleted in
+// the working tree are skipped; symbolic links are copied as links.
+func copyTree(root, dir string, files []string) error {
+	for _, f := range files {
+		src, dst := filepath.Join(root, f), filepath.Join(dir, f)
+		fi, err := os.Lstat(src)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(src)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			if err := copyFile(src, dst, fi.Mode().Perm()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// apply replaces m.old by m.new in the tree at dir.
+func apply(dir string, m mutant) error {
+	if m.old == "" {
+		return nil // the baseline
+	}
+	path := filepath.Join(dir, m.file)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("mutant %s: %w", m.name, err)
+	}
+	if n := strings.Count(string(b), m.old); n != 1 {
+		return fmt.Errorf("mutant %s is stale: old text found %d times", m.name, n)
+	}
+	b = []byte(strings.Replace(string(b), m.old, m.new, 1))
+	return os.WriteFile(path, b, 0o644)
+}
+
+var (
+	seedLine    = regexp.MustCompile(`seed (\d+): (\d+) violations \(`)
+	summaryLine = regexp.MustCompile(`sim: seeds=\d+ .*violations=(\d+)`)
+)
+
+// runMutant copies the tree, plants m, builds the simulator and runs it.
+func runMutant(root string, files []string, m mutant, budget time.Duration, strict, keep bool) result {
+	r := result{m: m}
+	fmt.Printf("== mutant %s (%s): %s\n", m.name, m.file, m.breaks)
+	if m.old == "" && m.name != "baseline" {
+		r.status, r.failsRun = "stale", true
+		fmt.Printf("mutant %s is stale: no old text\n", m.name)
+		return r
+	}
+	fail := func(status string, err error) result {
+		r.status, r.failsRun = status, true
+		fmt.Printf("mutant %s: %s: %v\n", m.name, status, err)
+		return r
+	}
+	dir, err := os.MkdirTemp("", "sim-mutant-"+m.name+"-")
+	if err != nil {
+		return fail("broken", err)
+	}
+	if keep {
+		fmt.Printf("mutant %s: tree in %s\n", m.name, dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if err := copyTree(root, dir, files); err != nil {
+		return fail("broken", err)
+	}
+	if err := apply(dir, m); err != nil {
+		if strings.Contains(err.Error(), "is stale") {
+			return fail("stale", err)
+		}
+		return fail("broken", err)
+	}
+	bin := filepath.Join(dir, "sim.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./internal/sim")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		return fail("broken", fmt.Errorf("build: %v\n%s", err, out))
+	}
+
+	// The simulator stops itself once its CPU budget is spent; the
+	// deadline only guards against a run that never ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*budget+5*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, bin, "-test.run", "TestSim$", "-sim.time="+budget.String(), "-sim.from=1", "-sim.stop")
+	run.Dir = filepath.Join(dir, "internal", "sim")
+	var out bytes.Buffer
+	run.Stdout, run.Stderr = &out, &out
+	runErr := run.Run()
+	if run.ProcessState != nil {
+		if ru, ok := run.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	if keep {
+		_ = os.WriteFile(filepath.Join(dir, "sim.out"), out.Bytes(), 0o644)
+	}
+	violations := -1
+	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for next := false; sc.Scan(); {
+		line := strings.TrimSpace(sc.Text())
+		if next {
+			r.first, next = line, false
+		}
+		if mm := seedLine.FindStringSubmatch(line); mm != nil && r.seed == "" {
+			r.seed, next = mm[1], true
+		}
+		if mm := summaryLine.FindStringSubmatch(line); mm != nil {
+			r.summary = line
+			violations, _ = strconv.Atoi(mm[1])
+		}
+	}
+	switch {
+	case runErr != nil && violations > 0:
+		r.status = "caught"
+		fmt.Printf("mutant %s: caught by seed %s in %.1f CPU s: %s\n", m.name, r.seed, r.cpu.Seconds(), r.first)
+	case runErr != nil && violations < 0:
+		// No summary: the run failed otherwise (a hang, a panic).
+		r.status, r.failsRun = "broken", true
+		fmt.Printf("mutant %s: the simulator failed without a summary (%v) in %.1f CPU s; its output ends:\n%s\n",
+			m.name, runErr, r.cpu.Seconds(), tail(out.String(), 40))
+	default:
+		r.status = "MISSED"
+		r.failsRun = true
+		if m.expectMiss != "" {
+			r.status, r.failsRun = "missed (expected)", strict
+		}
+		fmt.Printf("mutant %s: %s after %.1f CPU s (%s; exit: %v)\n", m.name, r.status, r.cpu.Seconds(), r.summary, runErr)
+	}
+	if r.status == "caught" && m.expectMiss != "" {
+		fmt.Printf("mutant %s: caught although expected missed: drop its expectMiss\n", m.name)
+	}
+	return r
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
