@@ -165,7 +165,7 @@ func TestPauseAndResume(t *testing.T) {
 func TestLockKeys(t *testing.T) {
 	c := redlocktest.New(5)
 	defer c.Close()
-	client, err := redlock.New(c.Pools())
+	client, err := redlock.New(c.Pools(), redlock.WithNodeTimeout(time.Second))
 	require.NoError(t, err)
 	defer client.Close()
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/quorumlock/redlock/clock"
@@ -53,9 +54,12 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return skewedTimer{t: c.base.AfterFunc(c.RealDuration(d), f), c: c}
 }
 
-// RealDuration converts a duration on this clock into real time: d/rate.
+// RealDuration converts a duration on this clock into real time: d/rate,
+// rounded up, so that a positive duration stays positive: a timer of 1ns
+// on a fast clock must not fire at once (in virtual time, a caller that
+// waits for what is left of a deadline would then never see it pass).
 func (c *Clock) RealDuration(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / c.rate)
+	return time.Duration(math.Ceil(float64(d) / c.rate))
 }
 
 // scale converts a real duration into one on this clock: d*rate.

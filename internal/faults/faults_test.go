@@ -357,3 +357,15 @@ func TestInjector_groupsFailTogether(t *testing.T) {
 		require.False(t, n.Server.Paused())
 	}
 }
+
+// A positive duration stays positive on a fast clock: a timer for the 1ns
+// left of a deadline must not fire at once (in a synctest bubble the
+// simulator's extender then retried forever at one virtual instant).
+func TestClock_RealDurationOfAPositiveDurationIsPositive(t *testing.T) {
+	c := NewClock(1.002)
+	for _, d := range []time.Duration{1, 2, 999} {
+		require.Positive(t, c.RealDuration(d), "RealDuration(%v)", d)
+	}
+	require.Equal(t, time.Duration(0), c.RealDuration(0))
+	require.Equal(t, 998*time.Millisecond, c.RealDuration(1000*time.Millisecond).Round(time.Millisecond))
+}

@@ -25,9 +25,9 @@ import (
 )
 
 var (
-	simTime    = flag.Duration("sim.time", 0, "run seeds until this much CPU time has passed (0: SIM_TIME, or 20s; 10s under -short)")
+	simTime    = flag.Duration("sim.time", 0, "run seeds until this much CPU time has passed (0: SIM_TIME; without either, make test's short run: seed 1000)")
 	simSeed    = flag.Int64("sim.seed", 0, "run this seed only (0: SEED, or seeds from the clock)")
-	simVirtual = flag.Duration("sim.virtual", 40*time.Second, "virtual time of one seed")
+	simVirtual = flag.Duration("sim.virtual", 0, "virtual time of one seed (0: 40s; 15s in make test's short run)")
 	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
 	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
 	simFlush   = flag.Bool("sim.flush", false, "add SCRIPT FLUSH to the faults (docs/safety.md, \"Open findings\")")
@@ -76,6 +76,23 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// short reports whether this is make test's short run: no budget, seed
+// or first seed asked for.
+func short() bool {
+	return *simTime == 0 && os.Getenv("SIM_TIME") == "" && fixedSeed() == 0 && *simFrom == 0
+}
+
+// virtual is the virtual time of one seed.
+func virtual() time.Duration {
+	switch {
+	case *simVirtual > 0:
+		return *simVirtual
+	case short():
+		return 15 * time.Second
+	}
+	return 40 * time.Second
+}
+
 // budget is the CPU time TestSim runs seeds for.
 func budget() time.Duration {
 	if *simTime > 0 {
@@ -84,10 +101,7 @@ func budget() time.Duration {
 	if v, err := time.ParseDuration(os.Getenv("SIM_TIME")); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() {
-		return 10 * time.Second
-	}
-	return 20 * time.Second
+	return time.Minute
 }
 
 // fixedSeed is the seed asked for, if any.
@@ -162,7 +176,7 @@ func report(t *testing.T, res sim.Result) {
 // TestSim runs seeds until its CPU budget is spent (make sim SIM_TIME=60s),
 // or the one seed asked for (make sim SEED=...).
 func TestSim(t *testing.T) {
-	opt := sim.Options{Virtual: *simVirtual, ScriptFlush: *simFlush}
+	opt := sim.Options{Virtual: virtual(), ScriptFlush: *simFlush}
 	if seed := fixedSeed(); seed != 0 {
 		res := runSeed(t, seed, opt)
 		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds)
@@ -174,10 +188,11 @@ func TestSim(t *testing.T) {
 	switch {
 	case *simFrom != 0:
 		seed = *simFrom
-	case *simTime == 0 && os.Getenv("SIM_TIME") == "":
-		// make test: the same seeds every time, so that CI's verdict does
-		// not depend on the clock; make sim explores new ones.
-		seed = 1000
+	case short():
+		// make test: one seed, the same every time, so that CI's verdict
+		// does not depend on the clock; make sim explores new ones.
+		report(t, runSeed(t, 1000, opt))
+		return
 	}
 	t.Logf("seeds from %d, for %v of CPU", seed, limit)
 	for ; cpuTime()-start < limit; seed++ {
@@ -197,7 +212,7 @@ var regressions = []int64{2}
 
 func TestSim_regressions(t *testing.T) {
 	for _, seed := range regressions {
-		report(t, runSeed(t, seed, sim.Options{Virtual: *simVirtual}))
+		report(t, runSeed(t, seed, sim.Options{Virtual: virtual()}))
 	}
 }
 
@@ -210,7 +225,7 @@ func TestSim_outOfModelFaultsAreCaught(t *testing.T) {
 		if found > 0 {
 			break
 		}
-		res := runSeed(t, seed, sim.Options{Virtual: 20 * time.Second, OutOfModel: true})
+		res := runSeed(t, seed, sim.Options{Virtual: 15 * time.Second, OutOfModel: true})
 		t.Logf("out-of-model seed %d: %d acquisitions, %d faults, %d violations", seed, res.Acquisitions, res.Faults, len(res.Violations))
 		if len(res.Violations) > 0 {
 			t.Logf("first: %s", res.Violations[0])
