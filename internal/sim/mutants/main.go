@@ -63,6 +63,11 @@ var mutants = []mutant{
 		old:    "if !r.ok || !c.validEnough(until, g.cfg) {\n\t\treturn nil, r, c.undo(ctx, g, r, until)\n\t}\n\twon := r.won()",
 		new:    "if !r.ok {\n\t\treturn nil, r, c.undo(ctx, g, r, until)\n\t}\n\twon := r.won()",
 		breaks: "a quorum of grants counted after the validity they give ran out: the caller gets a lock that is already over",
+		expectMiss: "a round is decided within the node timeout (at most 100ms) and every TTL is 300ms or more, so a grant outlives " +
+			"its validity only when a command waits behind earlier rounds and is re-sent (NOSCRIPT after a SCRIPT FLUSH fault), " +
+			"which the simulator no longer injects by default (-sim.flush): with it on, the mutant was caught at seed 1 " +
+			"(Leader named a term no one held: a campaign's lock returned already over wrote its record). Needs the flush " +
+			"fault back, a Client-side stall (GC pause, slow scheduling) or TTLs near the node timeout",
 	},
 	{
 		name:   "extend-no-note-ttl",
@@ -126,6 +131,12 @@ var mutants = []mutant{
 		old:    "if err == nil && w.ok {\n\t\t\treturn fence, nil",
 		new:    "if err == nil && w.okCount > 0 {\n\t\t\treturn fence, nil",
 		breaks: "a fence taken once one node stored it instead of a quorum: a fence another holder already has, or a lower one, is handed out",
+		expectMiss: "a write-back round falls short of a quorum only when nodes refuse the fence (another holder's write-back got " +
+			"there first) or fail, and an acquisition's write-back overlaps an earlier one's only when commands wait behind " +
+			"earlier rounds and are re-sent (NOSCRIPT after a SCRIPT FLUSH fault, off by default since -sim.flush): with it on " +
+			"the mutant was caught at seed 1 (Leader named a term no one held); without it only the Leader check that also " +
+			"fails unmutated fires (seed 16). Needs the flush fault back, or slow links on the write-back of a lock taken " +
+			"right after another's expiry",
 	},
 	{
 		name:   "leader-no-repair",
@@ -348,6 +359,13 @@ func apply(dir string, m mutant) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
+// noise matches the violations that the unmutated simulator finds too
+// (go run ./internal/sim/mutants -baseline): a seed that has only these
+// does not catch a mutant. Leader's "found no leader while a leader held
+// on a quorum of healthy nodes" fails on some seeds without any defect
+// planted (seeds 2, 7 and 16 from 1, at commit 3809edf).
+var noise = regexp.MustCompile(`^Leader \(client \d+, .*\) found no leader while leader `)
+
 var (
 	seedLine    = regexp.MustCompile(`seed (\d+): (\d+) violations \(`)
 	summaryLine = regexp.MustCompile(`sim: seeds=\d+ .*violations=(\d+)`)
@@ -412,26 +430,58 @@ func runMutant(root string, files []string, m mutant, budget time.Duration, stri
 	violations := -1
 	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for next := false; sc.Scan(); {
+	var found []string // the violations of the first seed with any
+	for in := false; sc.Scan(); {
 		line := strings.TrimSpace(sc.Text())
-		if next {
-			r.first, next = line, false
+		if in && (strings.HasPrefix(line, "trace (last") || strings.HasPrefix(line, "... and")) {
+			in = false
+		}
+		if in {
+			found = append(found, line)
 		}
 		if mm := seedLine.FindStringSubmatch(line); mm != nil && r.seed == "" {
-			r.seed, next = mm[1], true
+			r.seed, in = mm[1], true
 		}
 		if mm := summaryLine.FindStringSubmatch(line); mm != nil {
 			r.summary = line
 			violations, _ = strconv.Atoi(mm[1])
 		}
 	}
+	if len(found) > 0 {
+		r.first = found[0]
+	}
+	real := found[:0:0]
+	for _, v := range found {
+		if !noise.MatchString(v) {
+			real = append(real, v)
+		}
+	}
 	switch {
+	case runErr != nil && violations > 0 && len(found) > 0 && len(real) == 0 && m.old != "":
+		// Only the check that fails without a mutant fired: no proof.
+		r.status, r.failsRun = "MISSED", true
+		if m.expectMiss != "" {
+			r.status, r.failsRun = "missed (expected)", strict
+		}
+		fmt.Printf("mutant %s: %s: seed %s has only violations the unmutated simulator finds too (%s) after %.1f CPU s\n",
+			m.name, r.status, r.seed, r.first, r.cpu.Seconds())
+		r.seed = ""
 	case runErr != nil && violations > 0:
+		if len(real) > 0 {
+			r.first = real[0]
+		}
 		r.status = "caught"
 		fmt.Printf("mutant %s: caught by seed %s in %.1f CPU s: %s\n", m.name, r.seed, r.cpu.Seconds(), r.first)
 	case runErr != nil && violations < 0:
 		// No summary: the run failed otherwise (a hang, a panic).
 		r.status, r.failsRun = "broken", true
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, "sim: seed ") {
+				r.first = line // the watchdog's: a seed that did not finish
+				fmt.Println(line)
+				break
+			}
+		}
 		fmt.Printf("mutant %s: the simulator failed without a summary (%v) in %.1f CPU s; its output ends:\n%s\n",
 			m.name, runErr, r.cpu.Seconds(), tail(out.String(), 40))
 	default:
