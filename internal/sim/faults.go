@@ -155,9 +155,6 @@ func (w *world) inject() func() {
 	case fDropConn:
 		n.DropConn(w.rng.Intn(64))
 	case fScriptFlush:
-		if !w.opt.ScriptFlush {
-			return nil
-		}
 		_, _ = n.Do("SCRIPT", "FLUSH")
 	case fSave:
 		n.Save()

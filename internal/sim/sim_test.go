@@ -30,7 +30,7 @@ var (
 	simVirtual = flag.Duration("sim.virtual", 0, "virtual time of one seed (0: 40s; 15s in make test's short run)")
 	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
 	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
-	simFlush   = flag.Bool("sim.flush", false, "add SCRIPT FLUSH to the faults (docs/safety.md, \"Open findings\")")
+	simTrace   = flag.Int("sim.trace", 400, "lines of trace kept for a failure's report")
 	simHang    = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed counts as hung")
 )
 
@@ -176,7 +176,7 @@ func report(t *testing.T, res sim.Result) {
 // TestSim runs seeds until its CPU budget is spent (make sim SIM_TIME=60s),
 // or the one seed asked for (make sim SEED=...).
 func TestSim(t *testing.T) {
-	opt := sim.Options{Virtual: virtual(), ScriptFlush: *simFlush}
+	opt := sim.Options{Virtual: virtual(), TraceLines: *simTrace}
 	if seed := fixedSeed(); seed != 0 {
 		res := runSeed(t, seed, opt)
 		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds)

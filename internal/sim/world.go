@@ -42,11 +42,6 @@ type Options struct {
 	// jumping forward, a client clock running 10% slow): the checkers must
 	// then find violations.
 	OutOfModel bool
-	// ScriptFlush adds SCRIPT FLUSH to the faults. It is off by default:
-	// with it, some seeds stop virtual time (an extension's EVALSHA runs
-	// again and again on one connection after a flush; docs/safety.md,
-	// "Open findings"), which is still to be traced.
-	ScriptFlush bool
 	// TraceLines bounds the trace kept for a failure's report. Default 400.
 	TraceLines int
 }

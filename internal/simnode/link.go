@@ -22,7 +22,7 @@ type link struct {
 	cli    net.Conn // our end of the client's pipe
 	eng    net.Conn // our end of the engine's pipe
 	up     chan chunk
-	down   chan chunk
+	down   replies
 	closed chan struct{}
 	once   sync.Once
 }
@@ -32,8 +32,9 @@ type chunk struct {
 	at time.Time // when it arrived
 }
 
-// linkBuffer bounds the chunks queued in each direction: a side that
-// sends that much without the other reading waits, as on a full socket.
+// linkBuffer bounds the chunks of commands queued on a link: a client
+// that sends that much to a node that does not read waits, as on a full
+// socket.
 const linkBuffer = 1024
 
 // openLocked opens a connection of client to inc and returns the client's
@@ -42,12 +43,12 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 	c, cli := net.Pipe()
 	eng, srv := net.Pipe()
 	l := &link{n: n, inc: inc, client: client, cli: cli, eng: eng,
-		up: make(chan chunk, linkBuffer), down: make(chan chunk, linkBuffer), closed: make(chan struct{})}
+		up: make(chan chunk, linkBuffer), down: replies{ready: make(chan struct{}, 1)}, closed: make(chan struct{})}
 	n.links = append(n.links, l)
 	n.stats.Dials++
 	inc.m.Server().ServeConn(srv)
 	go l.read(l.cli, l.up)
-	go l.read(l.eng, l.down)
+	go l.readReplies()
 	go l.writeUp()
 	go l.writeDown()
 	return c
@@ -68,6 +69,67 @@ func (l *link) read(c net.Conn, q chan<- chunk) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// readReplies queues what the engine sends until it fails, then closes
+// the link. It never waits for the client: the engine must not stall on
+// a client that is cut off (a node buffers its output).
+func (l *link) readReplies() {
+	defer l.close()
+	buf := make([]byte, 16<<10)
+	for {
+		k, err := l.eng.Read(buf)
+		if k > 0 {
+			l.down.push(chunk{b: append([]byte(nil), buf[:k]...), at: time.Now()})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// replies is a link's queue of replies: unbounded, as a node's output
+// buffer is.
+type replies struct {
+	mu    sync.Mutex
+	q     []chunk
+	ready chan struct{} // a token while q is not empty
+}
+
+func (r *replies) push(c chunk) {
+	r.mu.Lock()
+	r.q = append(r.q, c)
+	r.mu.Unlock()
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the oldest reply, waiting for one until closed is.
+func (r *replies) pop(closed <-chan struct{}) (chunk, bool) {
+	for {
+		r.mu.Lock()
+		if len(r.q) > 0 {
+			c := r.q[0]
+			r.q[0] = chunk{}
+			r.q = r.q[1:]
+			if len(r.q) > 0 {
+				select {
+				case r.ready <- struct{}{}:
+				default:
+				}
+			}
+			r.mu.Unlock()
+			return c, true
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.ready:
+		case <-closed:
+			return chunk{}, false
 		}
 	}
 }
@@ -105,10 +167,8 @@ func (l *link) writeUp() {
 // delay, while the client is not cut off.
 func (l *link) writeDown() {
 	for {
-		var c chunk
-		select {
-		case c = <-l.down:
-		case <-l.closed:
+		c, ok := l.down.pop(l.closed)
+		if !ok {
 			return
 		}
 		l.n.mu.Lock()

@@ -191,12 +191,13 @@ func (n *Node) start(d Data) {
 	if c, err := m.Dial(); err == nil {
 		_ = c.Close()
 	}
+	e := newEngine(m.Server())
 	m.Server().SetPreHook(func(p *server.Peer, cmd string, args ...string) bool {
 		if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
 			p.WriteBulk(n.infoServer(inc))
 			return true
 		}
-		return false
+		return e.hook(p, cmd, args)
 	})
 	load.restore(m, now)
 
