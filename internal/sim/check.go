@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -91,14 +92,15 @@ func (w *world) leaderOnQuorum(call time.Duration) string {
 		healthy[i] = !now.Before(u)
 	}
 	w.mu.Unlock()
+	var seen []string // what each node holds, for the report
 	for i, n := range w.nodes {
-		if !healthy[i] {
-			continue
-		}
-		if v, err := n.Do("GET", key); err == nil {
-			if tok, ok := v.(string); ok {
-				counts[tok]++
-			}
+		v, err := n.Do("GET", key)
+		rec, _ := n.Do("HGET", wire.LeaderKey(electionName), "token")
+		tok, _ := v.(string)
+		r, _ := rec.(string)
+		seen = append(seen, fmt.Sprintf("node %d: healthy=%v key=%s record=%s err=%v", i+1, healthy[i], tokenTail(tok), tokenTail(r), err))
+		if healthy[i] && tok != "" {
+			counts[tok]++
 		}
 	}
 	quorum := len(w.nodes)/2 + 1
@@ -110,7 +112,7 @@ func (w *world) leaderOnQuorum(call time.Duration) string {
 		lh := w.leaderHolds[tok]
 		w.mu.Unlock()
 		if lh != nil && lh.h.start < call && w.now() < lh.h.end-w.set.nodeTimeout*4 {
-			return fmt.Sprintf("%s (key on %d healthy nodes, valid until %v)", tokenTail(tok), k, lh.h.end)
+			return fmt.Sprintf("%s (key on %d healthy nodes, valid until %v; %s)", tokenTail(tok), k, lh.h.end, strings.Join(seen, "; "))
 		}
 	}
 	return ""

@@ -153,13 +153,17 @@ func (w *world) inject() func() {
 		w.markFaulty(i, dur)
 		return w.after(dur, func() { n.SetDelay(0) })
 	case fDropConn:
-		n.DropConn(w.rng.Intn(64))
+		if n.DropConn(w.rng.Intn(64)) {
+			// Its client reconnects: the node is not to be counted on by
+			// the checks of Leader's answers meanwhile.
+			w.markUnhealthy(i, 0)
+		}
 	case fScriptFlush:
 		_, _ = n.Do("SCRIPT", "FLUSH")
 	case fSave:
 		n.Save()
 	case fRate:
-		rate := 1 + (w.rng.Float64()-0.5)*0.006
+		rate := 1 + (w.rng.Float64()-0.5)*0.009
 		if w.opt.OutOfModel {
 			n.Jump(time.Duration(w.rng.Intn(2000)) * time.Millisecond)
 		} else {
@@ -205,15 +209,22 @@ func (w *world) lostData(i int) {
 
 // markFaulty counts node i faulty for d (no other fault starts on it
 // meanwhile, and it counts toward the faulty nodes' limit), and unhealthy
-// for 2s more, while the clients' connections to it may still be
-// reconnecting (the checks of Leader's answers wait for that).
+// for 2s more (markUnhealthy).
 func (w *world) markFaulty(i int, d time.Duration) {
 	w.mu.Lock()
-	now := time.Now()
-	if until := now.Add(d); until.After(w.faultyUntil[i]) {
+	if until := time.Now().Add(d); until.After(w.faultyUntil[i]) {
 		w.faultyUntil[i] = until
 	}
-	if until := now.Add(d + 2*time.Second); until.After(w.healthyFrom[i]) {
+	w.mu.Unlock()
+	w.markUnhealthy(i, d)
+}
+
+// markUnhealthy counts node i unhealthy for d and 2s more, while the
+// clients' connections to it may still be reconnecting: the checks of
+// Leader's answers do not count on it meanwhile.
+func (w *world) markUnhealthy(i int, d time.Duration) {
+	w.mu.Lock()
+	if until := time.Now().Add(d + 2*time.Second); until.After(w.healthyFrom[i]) {
 		w.healthyFrom[i] = until
 	}
 	w.mu.Unlock()

@@ -68,6 +68,7 @@ type op struct {
 	shared  bool
 	permits int
 	wait    bool // a waiting call (Lock, Acquire, Campaign, ...)
+	abandon bool // hold to the end of the validity and never release (a holder that stops)
 	ttl     time.Duration
 	take    func(ctx context.Context) (*redlock.Lock, error)
 }
@@ -90,6 +91,14 @@ func (wk *worker) once(ctx context.Context) {
 	case r < 26:
 		wk.restore(ctx, ttl)
 		return
+	case r < 31:
+		// A holder that keeps the lock to the last moment of its validity
+		// and never releases it (it stopped): whoever waits takes the key
+		// when the nodes let it expire, which only the drift allowance
+		// keeps after the holder's validity.
+		key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
+		o = op{kind: "mutex", key: key, counter: true, abandon: true, ttl: ttl,
+			take: func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, ttl) }}
 	case r < 46:
 		key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
 		var opts []redlock.LockOption
@@ -177,6 +186,15 @@ func (wk *worker) acquire(ctx context.Context, o op) {
 		return
 	}
 	h := wk.held(o, l, called)
+	if o.abandon {
+		sleep(context.Background(), h.end-w.now()-time.Millisecond)
+		if o.counter {
+			ck := h.counterKey(o.key, l)
+			w.store.write(ck, h.read[ck]+1)
+		}
+		w.record(wk, h, l, h.end)
+		return
+	}
 	hold := time.Duration(wk.rng.Intn(150)) * time.Millisecond
 	sleep(context.Background(), hold)
 	if wk.rng.Intn(4) == 0 && o.kind != "election" {

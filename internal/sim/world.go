@@ -142,8 +142,8 @@ func draw(rng *rand.Rand, opt Options) setup {
 	s.nodeTimeout = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}[rng.Intn(3)]
 	for range s.clients {
 		// In model: two clocks' rates differ by less than the drift
-		// allowance (1% of the TTL).
-		s.clientRates = append(s.clientRates, 1+(rng.Float64()-0.5)*0.006)
+		// allowance (1% of the TTL): each within 0.45% of real time.
+		s.clientRates = append(s.clientRates, 1+(rng.Float64()-0.5)*0.009)
 	}
 	if opt.OutOfModel {
 		s.clientRates[0] = 0.9

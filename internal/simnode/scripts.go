@@ -37,11 +37,12 @@ type engine struct {
 	sources map[string]string // sha → source: the script cache
 	out     bytes.Buffer      // a nested command's reply
 	outW    *bufio.Writer
+	outR    *bufio.Reader
 }
 
 func newEngine(srv *server.Server) *engine {
 	e := &engine{srv: srv, sources: map[string]string{}}
-	e.outW = bufio.NewWriter(&e.out)
+	e.outW, e.outR = bufio.NewWriter(&e.out), bufio.NewReader(&e.out)
 	e.l = lua.NewState(lua.Options{SkipOpenLibs: true})
 	for _, lib := range []struct {
 		name string
@@ -252,7 +253,8 @@ func (e *engine) call(l *lua.LState, raise bool) int {
 		e.passing.Store(nil)
 	}
 	_ = e.outW.Flush()
-	res, err := server.ParseReply(bufio.NewReader(&e.out))
+	e.outR.Reset(&e.out)
+	res, err := server.ParseReply(e.outR)
 	if err != nil {
 		if raise {
 			l.RaiseError("%s", err.Error())
