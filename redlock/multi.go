@@ -188,6 +188,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
 	p.note(qe)
+	futile := 0 // rounds in a row that a wake-up started and that failed
 	for failures := 1; ; failures++ {
 		// The round sees the nodes as they are: what woke the call before
 		// it tells it nothing more. The nodes the previous round released
@@ -204,10 +205,31 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		d, _ := p.next(qe, failures, mw.isArmed())
 		mw.ignore.Store(ownNodes(qe.Nodes))
 		d = p.lag(d, mw.watch.refused(qe))
-		if err := mw.sleep(ctx, d); err != nil {
+		woken, err := mw.sleep(ctx, d, futileFloor(futile))
+		if err != nil {
 			return nil, refused, p.end(err, qe)
 		}
+		if woken {
+			futile++
+		} else {
+			futile = 0
+		}
 	}
+}
+
+// futileFloor is how long a waiting call without a queue sleeps before a
+// wake-up counts, after n rounds in a row that a wake-up started found the
+// keys still taken: none at first, then 1ms doubling to 64ms. Two such
+// calls whose keys overlap wake each other with the releases of their
+// failed rounds (each takes the keys free on some nodes, then gives them
+// back); without the floor they asked again at once, round after round,
+// for as long as a third holder kept a key (a simulated seed spun at one
+// instant; on real nodes, rounds back to back).
+func futileFloor(n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return time.Millisecond << min(n-1, 6)
 }
 
 // multiWaiter is a multi-key Lock call's subscription to its keys'
@@ -300,20 +322,37 @@ func (mw *multiWaiter) isArmed() bool {
 	return true
 }
 
-// sleep waits d, or until a release of one of the keys is announced, ctx
-// ends (its error) or the Client closes (pool.ErrClosed).
-func (mw *multiWaiter) sleep(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until a release of one of the keys is announced once
+// floor has passed (woken), ctx ends (its error) or the Client closes
+// (pool.ErrClosed).
+func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken bool, err error) {
+	if floor = min(floor, d); floor > 0 {
+		// A wake-up meanwhile stays in mw.wake for the wait below.
+		t := mw.c.timer(floor)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			mw.c.putTimer(t)
+			return false, ctx.Err()
+		case <-mw.c.bg.closing():
+			mw.c.putTimer(t)
+			return false, pool.ErrClosed
+		}
+		mw.c.putTimer(t)
+		d -= floor
+	}
 	t := mw.c.timer(d)
 	defer mw.c.putTimer(t)
 	select {
 	case <-t.C():
 	case <-mw.wake:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-mw.c.bg.closing():
-		return pool.ErrClosed
+		return false, pool.ErrClosed
 	}
-	return nil
+	return false, nil
 }
 
 // leave ends the subscriptions.
