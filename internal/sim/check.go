@@ -140,6 +140,7 @@ func (w *world) check() {
 	ops := append([]fencedOp(nil), w.fencedOps...)
 	answers := append([]leaderAnswer(nil), w.leaders...)
 	refused := append([]string(nil), w.fenceRefusals...)
+	back := append([]string(nil), w.observeBack...)
 	w.mu.Unlock()
 	if durableFences {
 		for _, o := range w.chk.TermsHeldTwice() {
@@ -151,9 +152,12 @@ func (w *world) check() {
 		for _, r := range refused {
 			w.violate("%s", r)
 		}
+		for _, b := range back {
+			w.violate("%s", b)
+		}
 		w.checkFences(ops)
 	}
-	w.checkLeaders(answers)
+	w.checkLeaders(answers, durableFences)
 }
 
 // checkFences checks, per key, that fences rise in an order consistent
@@ -179,26 +183,35 @@ func (w *world) checkFences(ops []fencedOp) {
 // term during the call (its campaign had begun, and its validity had not
 // ended a TTL before the call began: the key may outlive a release that
 // did not reach every node), and none is missed while a quorum of healthy
-// nodes held a valid leader's key.
-func (w *world) checkLeaders(answers []leaderAnswer) {
+// nodes held a valid leader's key. Terms name one leader only while fewer
+// than a quorum of nodes ever lost their counters (uniqueTerms).
+func (w *world) checkLeaders(answers []leaderAnswer, uniqueTerms bool) {
 	w.mu.Lock()
 	holds := make([]*leaderHold, 0, len(w.leaderHolds))
 	for _, lh := range w.leaderHolds {
 		holds = append(holds, lh)
 	}
 	w.mu.Unlock()
-	byTerm := map[uint64]*holding{}
+	byTerm := map[uint64][]*holding{} // more than one when a quorum lost its counters
 	for _, lh := range holds {
-		byTerm[lh.h.fence] = lh.h
+		byTerm[lh.h.fence] = append(byTerm[lh.h.fence], lh.h)
 	}
 	for _, a := range answers {
+		if a.err == nil && !uniqueTerms {
+			continue // a quorum lost its counters: terms repeat, and name no one leader
+		}
 		if a.err == nil {
 			// A term no Campaign returned is a candidate's that won the
 			// lock but not the record round (or whose call ended): it held
 			// the key on a quorum, and then released it. Its window is not
 			// known, so only the terms of leaders are checked.
-			if h := byTerm[a.term]; h != nil && !(h.called <= a.ret && a.call <= h.end+h.o.ttl) {
-				w.violate("Leader (client %d, %v-%v) named term %d (%q), whose leader held from %v to %v", a.client+1, a.call, a.ret, a.term, a.value, h.start, h.end)
+			hs := byTerm[a.term]
+			ok := len(hs) == 0
+			for _, h := range hs {
+				ok = ok || h.called <= a.ret && a.call <= h.end+h.o.ttl
+			}
+			if !ok {
+				w.violate("Leader (client %d, %v-%v) named term %d (%q), whose leader held from %v to %v", a.client+1, a.call, a.ret, a.term, a.value, hs[0].start, hs[0].end)
 			}
 			continue
 		}
@@ -207,4 +220,3 @@ func (w *world) checkLeaders(answers []leaderAnswer) {
 		}
 	}
 }
-

@@ -104,6 +104,13 @@ func (w *world) inject() func() {
 	switch kind {
 	case fDropConn, fScriptFlush, fSave, fRate:
 		// Harmless to the quorum: any node, any time.
+	case fRestartEmpty, fRestartSaved:
+		// With restart safety, nodes that lose their data are in model in
+		// any number: each is excluded until what it forgot ran out. So a
+		// quorum may restart empty under a held lock.
+		if busy || tooMany && w.set.maxTTL == 0 {
+			return nil
+		}
 	default:
 		if busy || tooMany {
 			return nil

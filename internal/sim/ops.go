@@ -132,3 +132,62 @@ func (wk *worker) leader(ctx context.Context) {
 	w.leaders = append(w.leaders, a)
 	w.mu.Unlock()
 }
+
+// errResign ends an election Run after one term.
+var errResign = errors.New("sim: resign")
+
+// runLeader leads through Election.Run for one term: the hold is the
+// time its function runs, until it returns or its context ends (the
+// lease was lost).
+func (wk *worker) runLeader(ctx context.Context, ttl time.Duration) {
+	w := wk.w
+	w.noteTTL(ttl)
+	o := op{kind: "election", key: electionName, counter: true, ttl: ttl}
+	cctx, cancel, checked := wk.callContext(ctx, true)
+	defer cancel()
+	called := w.now()
+	ran := false
+	err := wk.sc.c.Election(electionName).Run(cctx, wk.name, ttl, func(lctx context.Context, term uint64) error {
+		ran = true
+		start := w.now()
+		w.mu.Lock()
+		w.acquired++
+		w.kinds["run"]++
+		w.mu.Unlock()
+		v := w.store.read("election:" + electionName)
+		sleep(lctx, time.Duration(wk.rng.Intn(int(2*ttl/time.Millisecond)))*time.Millisecond)
+		end := w.now()
+		if lctx.Err() == nil {
+			w.store.write("election:"+electionName, v+1)
+		}
+		w.trace.add(end, fmt.Sprintf("%s run %s term=%d: window %v-%v lost=%v", wk.name, electionName, term, start, end, lctx.Err() != nil))
+		w.chk.Add(holdOf(o, wk.name, electionName, start, end, term))
+		w.mu.Lock()
+		w.fencedOps = append(w.fencedOps, fencedOp{key: "election:" + electionName, call: called, ret: start, fence: term})
+		w.mu.Unlock()
+		return errResign
+	})
+	if !ran && err != nil {
+		w.trace.add(w.now(), fmt.Sprintf("%s run %s: %v", wk.name, electionName, shortErr(err)))
+		if checked && ctx.Err() == nil && w.settledNow() {
+			w.violate("liveness: %s's Run of %s, begun at %v in the quiet window, not served within %v: %v", wk.name, electionName, called, livenessBound, shortErr(err))
+		}
+	}
+}
+
+// observe records every leader Observe delivers to client sc, and checks
+// that terms only rise on one channel.
+func (w *world) observe(ctx context.Context, ci int, sc *simClient) {
+	var last uint64
+	for ld := range sc.c.Election(electionName).Observe(ctx) {
+		now := w.now()
+		w.trace.add(now, fmt.Sprintf("%s Observe: term=%d value=%q", sc.name, ld.Term, ld.Value))
+		w.mu.Lock()
+		w.leaders = append(w.leaders, leaderAnswer{client: ci, call: now, ret: now, term: ld.Term, value: ld.Value})
+		if ld.Term <= last {
+			w.observeBack = append(w.observeBack, fmt.Sprintf("Observe (client %d) delivered term %d after term %d at %v", ci+1, ld.Term, last, now))
+		}
+		w.mu.Unlock()
+		last = ld.Term
+	}
+}

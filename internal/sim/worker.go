@@ -85,8 +85,11 @@ func (wk *worker) once(ctx context.Context) {
 	case r < 14:
 		wk.doJob(ctx, ttl)
 		return
-	case r < 20:
+	case r < 17:
 		wk.leader(ctx)
+		return
+	case r < 20:
+		wk.runLeader(ctx, ttl)
 		return
 	case r < 26:
 		wk.restore(ctx, ttl)
@@ -238,6 +241,11 @@ func (wk *worker) held(o op, l *redlock.Lock, called time.Duration) *holding {
 	w := wk.w
 	now := w.now()
 	h := &holding{o: o, start: now, end: now + wk.realValidity(l), called: called, keys: []string{o.key}, fence: l.Fence(), read: map[string]int64{}}
+	if h.end <= now {
+		// An acquisition succeeds only with validity left (and no time
+		// passes in the simulation between its decision and here).
+		w.violate("%s's %s of %s returned a lock with no validity left (token %s)", wk.name, o.kind, o.key, tokenTail(l.Token()))
+	}
 	if o.kind == "multi" {
 		h.keys = l.Keys()
 	}

@@ -100,6 +100,7 @@ type world struct {
 	leaders       []leaderAnswer
 	leaderHolds   map[string]*leaderHold // by token
 	fenceRefusals []string
+	observeBack   []string // Observe delivering a term not above the last
 	fencedOps     []fencedOp
 	longestTTL    time.Duration // the longest TTL any call used
 	dataLost      map[int]bool  // nodes that lost data at some point
@@ -225,6 +226,10 @@ func (w *world) run() {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); w.schedule(ctx) }()
+	for ci, sc := range w.clients {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.observe(ctx, ci, sc) }()
+	}
 	wg.Wait()
 }
 

@@ -18,10 +18,13 @@
 //
 // What Redis has and miniredis does not, the Node adds: INFO server answers
 // with the node's run id and uptime (the restart check of the lock client
-// asks for them). What is not simulated: real Redis's Lua interpreter (this
-// is gopher-lua), memory limits, persistence timing, the kernel and TCP
-// (a connection is lossless until it is closed, as TCP is), and goroutine
-// scheduling, which the Go runtime decides.
+// asks for them). The node runs one command at a time, as Redis's single
+// thread does, and runs scripts itself on a Lua state it keeps (engine,
+// scripts.go); every other command is miniredis's. What is not simulated:
+// real Redis's Lua interpreter (this is gopher-lua), memory limits,
+// persistence timing, the kernel and TCP (a connection is lossless until
+// it is closed, as TCP is), and goroutine scheduling, which the Go runtime
+// decides.
 //
 // Nothing in a Node blocks on a mutex while another goroutine waits for
 // virtual time: links wait on channels, which a bubble counts as durably

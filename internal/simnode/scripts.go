@@ -6,10 +6,13 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/alicebob/miniredis/v2/server"
 	lua "github.com/yuin/gopher-lua"
@@ -33,6 +36,9 @@ type engine struct {
 	multi   sync.Map                    // *server.Peer → struct{}: inside MULTI
 
 	// Under mu:
+	spinAt  time.Time // the instant of the last command, and how many came at it
+	spinN   int
+	spinLog []string
 	l       *lua.LState
 	sources map[string]string // sha → source: the script cache
 	out     bytes.Buffer      // a nested command's reply
@@ -73,6 +79,7 @@ func (e *engine) hook(p *server.Peer, cmd string, args []string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.spin(cmd, args)
 	_, inMulti := e.multi.Load(p)
 	switch cmd {
 	case "EVALSHA", "EVAL":
@@ -92,6 +99,31 @@ func (e *engine) hook(p *server.Peer, cmd string, args []string) bool {
 	}
 	e.pass(p, cmd, args)
 	return true
+}
+
+// spinLimit is how many commands a node takes at one instant of virtual
+// time before it reports a spin: something that sends commands in a loop
+// without letting time pass stops a simulation's clock.
+const spinLimit = 200000
+
+// spin counts the commands of one instant, and reports a spin once, with
+// the last commands and every goroutine's stack, on standard error.
+func (e *engine) spin(cmd string, args []string) {
+	now := time.Now()
+	if !now.Equal(e.spinAt) {
+		e.spinAt, e.spinN, e.spinLog = now, 0, e.spinLog[:0]
+		return
+	}
+	e.spinN++
+	if e.spinN > spinLimit-20 && e.spinN <= spinLimit {
+		e.spinLog = append(e.spinLog, cmd+" "+strings.Join(args[:min(len(args), 4)], " "))
+	}
+	if e.spinN == spinLimit {
+		buf := make([]byte, 32<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		fmt.Fprintf(os.Stderr, "simnode: %d commands at one instant (%v): a loop that lets no time pass; the last:\n  %s\n%s\n",
+			spinLimit, now, strings.Join(e.spinLog, "\n  "), buf)
+	}
 }
 
 // pass runs a command in miniredis, under the engine's lock.
