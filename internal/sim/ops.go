@@ -33,7 +33,7 @@ func (wk *worker) long(ctx context.Context) {
 	for range 1 + wk.rng.Intn(3) {
 		sleep(context.Background(), time.Duration(wk.rng.Intn(int(ttl/time.Millisecond)/2))*time.Millisecond)
 		if err := l.Extend(context.Background(), long); err != nil {
-			w.trace.add(w.now(), fmt.Sprintf("%s extend long %s: %v", wk.name, key, shortErr(err)))
+			h.notExtended(wk, l, err)
 			break
 		}
 		h.extended(wk, l)
@@ -109,6 +109,9 @@ func (wk *worker) restore(ctx context.Context, ttl time.Duration) {
 		h.end = max(h.end, w.now()+other.clk.RealDuration(r.Validity()))
 		w.trace.add(w.now(), fmt.Sprintf("%s restored %s in %s: held until %v", wk.name, key, other.name, h.end))
 	} else {
+		if r.Context().Err() != nil && errors.Is(err, redlock.ErrLockLost) {
+			h.end = min(h.end, w.now()) // the restored handle was told the lock is gone
+		}
 		w.trace.add(w.now(), fmt.Sprintf("%s restored extend %s: %v", wk.name, key, shortErr(err)))
 	}
 	sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)

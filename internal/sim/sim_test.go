@@ -205,10 +205,12 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// regressions are seeds that found defects, replayed by every make test:
-// 2 stopped virtual time (callers blocked on the sync.Once of the first
-// restart check while it waited on a timer).
-var regressions = []int64{2}
+// regressions are seeds that found defects, replayed by every make test
+// (docs/safety.md, "What it found"): 2 stopped virtual time (callers
+// blocked on the sync.Once of the first restart check while it waited on
+// a timer); 8 spun at one instant (two multi-key waiters woke each other
+// round after round).
+var regressions = []int64{2, 8}
 
 func TestSim_regressions(t *testing.T) {
 	for _, seed := range regressions {

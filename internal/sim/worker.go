@@ -205,7 +205,7 @@ func (wk *worker) acquire(ctx context.Context, o op) {
 		if err := l.Extend(context.Background(), ttl); err == nil {
 			h.extended(wk, l)
 		} else {
-			w.trace.add(w.now(), fmt.Sprintf("%s extend %s %s: %v", wk.name, o.kind, l.Key(), shortErr(err)))
+			h.notExtended(wk, l, err)
 		}
 		sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
 	}
@@ -274,6 +274,18 @@ func tokenTail(t string) string {
 		return t[len(t)-8:]
 	}
 	return t
+}
+
+// notExtended ends the hold where a failed extension ended the lock: a
+// holder told its lock is lost (its context ended, Validity 0) no longer
+// counts on it; after a failure that proves nothing the validity it had
+// stands.
+func (h *holding) notExtended(wk *worker, l *redlock.Lock, err error) {
+	w := wk.w
+	if l.Context().Err() != nil {
+		h.end = min(h.end, w.now()+wk.realValidity(l))
+	}
+	w.trace.add(w.now(), fmt.Sprintf("%s extend %s %v: %v (held until %v)", wk.name, h.o.kind, h.keys, shortErr(err), h.end))
 }
 
 // counterKey is the store's key for the lock's key k: the checker's, or a
