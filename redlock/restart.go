@@ -625,15 +625,23 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	// last snapshot, unless it keeps every write (WithDurableNodes).
 	restarted := (old != nil && old.runID != f.runID || f.marker != "" && f.marker != f.runID) &&
 		!(c.cfg.durable && f.marker != "")
+	// Other Clients mark a restarted node once it has been up for the
+	// bound they share (WithRestartSafety); a lock of this Client's with a
+	// longer TTL may still be one the node forgot, so their mark does not
+	// make the node count for this Client before that TTL has passed too.
+	markedTooSoon := old != nil && old.runID != f.runID && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
 	switch {
-	case f.marker == f.runID:
-	case fresh, c.cfg.durable && f.marker != "":
+	case f.marker == f.runID && !markedTooSoon:
+	case fresh, c.cfg.durable && f.marker != "" && f.marker != f.runID:
 		mark = true
 	default:
 		if left := c.maxTTL() - f.uptime; left > 0 {
 			v.from = f.at.Add(left)
 			v.why = fmt.Sprintf("up for %v with no marker, while other nodes have one", f.uptime)
-			if f.marker != "" {
+			switch {
+			case f.marker == f.runID:
+				v.why = fmt.Sprintf("up for %v under a new run id, marked by Clients whose maximum TTL is shorter than this Client's longest (%v)", f.uptime, c.maxTTL())
+			case f.marker != "":
 				v.why = fmt.Sprintf("up for %v under a new run id (restored from a snapshot or an append-only file, not declared durable)", f.uptime)
 			}
 		} else {

@@ -107,8 +107,9 @@ func (w *world) inject() func() {
 	case fRestartEmpty, fRestartSaved:
 		// With restart safety, nodes that lose their data are in model in
 		// any number: each is excluded until what it forgot ran out. So a
-		// quorum may restart empty under a held lock.
-		if busy || tooMany && w.set.maxTTL == 0 {
+		// quorum may restart empty under a held lock, now and then (while
+		// it is excluded, nothing is granted).
+		if busy || tooMany && (w.set.maxTTL == 0 || w.rng.Intn(4) > 0) {
 			return nil
 		}
 	default:
@@ -127,13 +128,16 @@ func (w *world) inject() func() {
 			down, data = longest+dur, simnode.Empty
 		}
 		w.markFaulty(i, down)
-		return w.after(down, func() { w.startNode(i, data) })
+		if data == simnode.Kept {
+			return w.after(down, func() { w.startNode(i, data) })
+		}
+		return w.after(down, w.startOutlived(i, data, time.Now(), dur))
 	case fRestartEmpty, fRestartKept, fRestartSaved:
 		data := simnode.Data(kind - fRestartEmpty)
 		if !w.restartInModel(data) && !w.opt.OutOfModel {
 			n.Kill()
 			w.markFaulty(i, longest+dur)
-			return w.after(longest+dur, func() { w.startNode(i, data) })
+			return w.after(longest+dur, w.startOutlived(i, data, time.Now(), dur))
 		}
 		n.Kill()
 		w.startNode(i, data)
@@ -178,6 +182,27 @@ func (w *world) inject() func() {
 		}
 	}
 	return nil
+}
+
+// startOutlived returns what starts node i, killed at killed, with data
+// it may have forgotten locks from: once every TTL used up to the start
+// has run out since the kill (a lock extended while the node was down may
+// have grown longer than the longest TTL at the kill).
+func (w *world) startOutlived(i int, data simnode.Data, killed time.Time, slack time.Duration) func() {
+	return func() {
+		for {
+			w.mu.Lock()
+			longest := max(w.longestTTL, w.set.maxTTL)
+			w.mu.Unlock()
+			left := time.Until(killed.Add(longest + slack))
+			if left <= 0 {
+				break
+			}
+			w.markFaulty(i, left)
+			time.Sleep(left)
+		}
+		w.startNode(i, data)
+	}
 }
 
 // restartInModel reports whether a node may restart at once with data.

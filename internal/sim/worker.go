@@ -102,7 +102,7 @@ func (wk *worker) once(ctx context.Context) {
 		key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
 		o = op{kind: "mutex", key: key, counter: true, abandon: true, ttl: ttl,
 			take: func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, ttl) }}
-	case r < 46:
+	case r < 50:
 		key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
 		var opts []redlock.LockOption
 		fenced := wk.rng.Intn(2) == 0
@@ -115,7 +115,7 @@ func (wk *worker) once(ctx context.Context) {
 		}
 		o = op{kind: "mutex", key: key, counter: true, fenced: fenced, wait: wait, ttl: ttl,
 			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, key, ttl, opts...) }}
-	case r < 56:
+	case r < 60:
 		k1, k2 := mutexKeys[wk.rng.Intn(len(mutexKeys))], mutexKeys[wk.rng.Intn(len(mutexKeys))]
 		keys := []string{k1, k2}
 		take := c.TryLockMulti
@@ -124,7 +124,7 @@ func (wk *worker) once(ctx context.Context) {
 		}
 		o = op{kind: "multi", key: "", counter: true, wait: wait, ttl: ttl,
 			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, keys, ttl) }}
-	case r < 70:
+	case r < 74:
 		s := c.Semaphore(semName, semPermits)
 		take := s.TryAcquire
 		if wait {
@@ -132,7 +132,7 @@ func (wk *worker) once(ctx context.Context) {
 		}
 		o = op{kind: "semaphore", key: semName, counter: true, permits: semPermits, wait: wait, ttl: ttl,
 			take: func(ctx context.Context) (*redlock.Lock, error) { return take(ctx, ttl) }}
-	case r < 86:
+	case r < 93:
 		rw := c.RWLock(rwName)
 		read := wk.rng.Intn(2) == 0
 		var take func(context.Context, time.Duration, ...redlock.LockOption) (*redlock.Lock, error)
