@@ -629,7 +629,11 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	// bound they share (WithRestartSafety); a lock of this Client's with a
 	// longer TTL may still be one the node forgot, so their mark does not
 	// make the node count for this Client before that TTL has passed too.
-	markedTooSoon := old != nil && old.runID != f.runID && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
+	// That holds on every check of the node until then: the first one
+	// after its restart, and any later one of the same process that this
+	// Client still waits out (its connection was dialled again meanwhile).
+	newSince := old != nil && (old.runID != f.runID || !old.from.IsZero() && f.at.Before(old.from))
+	markedTooSoon := newSince && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
 	switch {
 	case f.marker == f.runID && !markedTooSoon:
 	case fresh, c.cfg.durable && f.marker != "" && f.marker != f.runID:
