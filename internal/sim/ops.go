@@ -106,7 +106,7 @@ func (wk *worker) restore(ctx context.Context, ttl time.Duration) {
 	sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
 	if err := r.Extend(context.Background(), ttl); err == nil {
 		// The restored handle's validity, on the other Client's clock.
-		h.end = max(h.end, w.now()+other.clk.RealDuration(r.Validity()))
+		h.end = w.now() + other.clk.RealDuration(r.Validity())
 		w.trace.add(w.now(), fmt.Sprintf("%s restored %s in %s: held until %v", wk.name, key, other.name, h.end))
 	} else {
 		if r.Context().Err() != nil && errors.Is(err, redlock.ErrLockLost) {
