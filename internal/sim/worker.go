@@ -55,11 +55,11 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // ttl draws a TTL within every Client's restart-safety bound; now and
-// then one just above the node timeout, which a slow round can outlast
+// then one of the node timeout, which a slow round can outlast
 // (the lock then fails, as its validity ran out during the round).
 func (wk *worker) ttl() time.Duration {
 	if wk.rng.Intn(20) == 0 {
-		return wk.w.set.nodeTimeout + 5*time.Millisecond
+		return wk.w.set.nodeTimeout
 	}
 	return []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second}[wk.rng.Intn(3)]
 }
