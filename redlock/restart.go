@@ -632,8 +632,12 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	// That holds on every check of the node until then: the first one
 	// after its restart, and any later one of the same process that this
 	// Client still waits out (its connection was dialled again meanwhile).
+	// On durable nodes a mark on a node up for less than the shared bound
+	// is a node that kept its data (marked at once); one that came back
+	// empty is marked only after the bound.
 	newSince := old != nil && (old.runID != f.runID || !old.from.IsZero() && f.at.Before(old.from))
-	markedTooSoon := newSince && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
+	keptData := c.cfg.durable && f.uptime < c.cfg.maxTTL
+	markedTooSoon := newSince && !keptData && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
 	switch {
 	case f.marker == f.runID && !markedTooSoon:
 	case fresh, c.cfg.durable && f.marker != "" && f.marker != f.runID:
