@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/simnode"
+	"github.com/quorumlock/redlock/internal/wire"
 )
 
 // The faults the schedule draws. In model: at most N - quorum nodes are
@@ -26,10 +27,11 @@ const (
 	fScriptFlush
 	fRate
 	fSave
+	fRecordLost
 	nFaults
 )
 
-var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save"}
+var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost"}
 
 // schedule injects faults until the quiet window, then heals every node.
 func (w *world) schedule(ctx context.Context) {
@@ -102,7 +104,7 @@ func (w *world) inject() func() {
 	longest := max(w.longestTTL, w.set.maxTTL)
 	w.mu.Unlock()
 	switch kind {
-	case fDropConn, fScriptFlush, fSave, fRate:
+	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost:
 		// Harmless to the quorum: any node, any time.
 	case fRestartEmpty, fRestartSaved:
 		// With restart safety, nodes that lose their data are in model in
@@ -171,6 +173,11 @@ func (w *world) inject() func() {
 		}
 	case fScriptFlush:
 		_, _ = n.Do("SCRIPT", "FLUSH")
+	case fRecordLost:
+		// The leader record's write failed on this node (as a record
+		// round that reached only some nodes leaves it): the election
+		// key stays.
+		_, _ = n.Do("DEL", wire.LeaderKey(electionName))
 	case fSave:
 		n.Save()
 	case fRate:
