@@ -625,21 +625,8 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	// last snapshot, unless it keeps every write (WithDurableNodes).
 	restarted := (old != nil && old.runID != f.runID || f.marker != "" && f.marker != f.runID) &&
 		!(c.cfg.durable && f.marker != "")
-	// Other Clients mark a restarted node once it has been up for the
-	// bound they share (WithRestartSafety); a lock of this Client's with a
-	// longer TTL may still be one the node forgot, so their mark does not
-	// make the node count for this Client before that TTL has passed too.
-	// That holds on every check of the node until then: the first one
-	// after its restart, and any later one of the same process that this
-	// Client still waits out (its connection was dialled again meanwhile).
-	// On durable nodes a mark on a node up for less than the shared bound
-	// is a node that kept its data (marked at once); one that came back
-	// empty is marked only after the bound.
-	newSince := old != nil && (old.runID != f.runID || !old.from.IsZero() && f.at.Before(old.from))
-	keptData := c.cfg.durable && f.uptime < c.cfg.maxTTL
-	markedTooSoon := newSince && !keptData && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
 	switch {
-	case f.marker == f.runID && !markedTooSoon:
+	case f.marker == f.runID && !c.markedTooSoon(old, f):
 	case fresh, c.cfg.durable && f.marker != "" && f.marker != f.runID:
 		mark = true
 	default:
@@ -670,6 +657,24 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: v.from.Sub(f.at), Err: errors.New(v.why)})
 	}
 	return mark
+}
+
+// markedTooSoon reports whether node i's mark (f.marker is its run id)
+// must not make it count for this Client yet. Other Clients mark a
+// restarted node once it has been up for the bound they share
+// (WithRestartSafety); a lock of this Client's with a longer TTL may still
+// be one the node forgot, so their mark does not make the node count for
+// this Client before that TTL has passed too. That holds on every check
+// of the node until then: the first one after its restart (old is the
+// view of an earlier process), and any later one of the same process
+// that this Client still waits out (its connection was dialled again
+// meanwhile). On durable nodes a mark on a node up for less than the
+// shared bound is a node that kept its data (marked at once); one that
+// came back empty is marked only after the bound.
+func (c *Client) markedTooSoon(old *nodeView, f nodeFacts) bool {
+	newSince := old != nil && (old.runID != f.runID || !old.from.IsZero() && f.at.Before(old.from))
+	keptData := c.cfg.durable && f.uptime < c.cfg.maxTTL
+	return newSince && !keptData && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
 }
 
 // restartedSince checks the nodes of failed in round r (an extension of

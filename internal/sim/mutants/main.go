@@ -123,19 +123,13 @@ var mutants = []mutant{
 	// node that has it, before any other write-back raised the others;
 	// 42 seeds did not meet that. It needs a workload of fenced locks on
 	// one key under partitions, not yet written.
-	{
-		// The election record defect: a record that reached only some
-		// of the nodes that hold the leader's key is never written again,
-		// by the leader's extensions or by Leader. Either repair alone
-		// covers for the other (an extension comes every TTL/3).
-		name: "leader-record-not-repaired",
-		file: "redlock/election.go",
-		old:  "if l, ok, err := e.repair(ctx, recs, errs); ok || err != nil {",
-		new:  "if l, ok, err := (Leader{}), false, error(nil); ok || err != nil {",
-		also: []string{"internal/wire/leader_extend.lua",
-			"if redis.call(\"HGET\", record, \"token\") ~= token then", "if false then"},
-		breaks: "a leader record missing where a quorum holds the leader's key is not repaired: Leader says there is no leader",
-	},
+	// Tried and not caught in 2 CPU-minutes, so not in the list: the
+	// election record defect itself (neither the leader's extensions nor
+	// Leader repair a missing record). It shows only when the record is
+	// lost on enough of the nodes that hold a leader's key while that
+	// leader leads on, and a Leader call comes then: the simulator's
+	// record-lost fault and 3% of Leader calls met it in no seed of 47.
+	// tests/election_record_test.go shows the defect on real nodes.
 	{
 		name:   "leader-record-term-zero",
 		file:   "redlock/election.go",
