@@ -206,7 +206,18 @@ func (w *world) checkLeaders(answers []leaderAnswer, uniqueTerms bool) {
 			// the key on a quorum, and then released it. Its window is not
 			// known, so only the terms of leaders are checked.
 			hs := byTerm[a.term]
-			ok := len(hs) == 0
+			if len(hs) == 0 {
+				// A candidate won the lock after every leader that had
+				// ended: its term is above theirs.
+				for _, lh := range holds {
+					if h := lh.h; h.fence >= a.term && h.end < a.call {
+						w.violate("Leader (client %d, %v-%v) named term %d (%q), not above the term %d of a leader that ended at %v", a.client+1, a.call, a.ret, a.term, a.value, h.fence, h.end)
+						break
+					}
+				}
+				continue
+			}
+			ok := false
 			for _, h := range hs {
 				ok = ok || h.called <= a.ret && a.call <= h.end+h.o.ttl
 			}
