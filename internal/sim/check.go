@@ -197,6 +197,10 @@ func (w *world) checkLeaders(answers []leaderAnswer, uniqueTerms bool) {
 		byTerm[lh.h.fence] = append(byTerm[lh.h.fence], lh.h)
 	}
 	for _, a := range answers {
+		if a.err == nil && a.term == 0 {
+			w.violate("Leader (client %d, %v-%v) named term 0 (%q): terms start at 1", a.client+1, a.call, a.ret, a.value)
+			continue
+		}
 		if a.err == nil && !uniqueTerms {
 			continue // a quorum lost its counters: terms repeat, and name no one leader
 		}
