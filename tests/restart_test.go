@@ -476,6 +476,16 @@ func TestRestartSafety_aWaiterDoesNotPollWhileANodeIsExcluded(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, warm.Unlock(ctxT(t, quickly)))
 	restartEmpty(t, e, 4)
+	// The Client's connection to node 4 may still be in its reconnect
+	// back-off (its first dial came while the node started): wait until a
+	// round has checked the node and excludes it, as the test is about
+	// the rounds after that.
+	probe := newKey(t)
+	holdForeign(t, e.nodes, probe, 0, 1)
+	require.Eventually(t, func() bool {
+		_, err := c.TryLock(ctxT(t, quickly), probe, 10*time.Second)
+		return err != nil && strings.Contains(err.Error(), "node restarted without its data")
+	}, 10*time.Second, 50*time.Millisecond, "node 4 was not excluded")
 	key := newKey(t)
 	holdForeign(t, e.nodes, key, 0, 1)
 	resetStats(t, e.nodes[2:3])
