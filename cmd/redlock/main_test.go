@@ -49,6 +49,14 @@ func TestInspectAndForceRelease_onRealNodes(t *testing.T) {
 	ctx := context.Background()
 	l, err := c.TryLock(ctx, "orders:42", time.Minute, redlock.WithFencing())
 	require.NoError(t, err)
+	// TryLock returns once a quorum granted: the last node's grant and
+	// fence may still be on their way.
+	for _, s := range nodes.Nodes() {
+		require.Eventually(t, func() bool {
+			n, err := s.Do("EXISTS", "orders:42")
+			return err == nil && n == int64(1)
+		}, 5*time.Second, 5*time.Millisecond, "node %s", s.Addr())
+	}
 
 	code, out, errOut := runCmd(t, env, "inspect", "-addrs", addrs, "orders:42")
 	require.Equal(t, 0, code, errOut)
