@@ -37,6 +37,14 @@ func TestElection_aRecordMissingOnTwoNodesIsRepaired(t *testing.T) {
 	l, err := leader.Election(name).Campaign(ctx, "the leader", longTTL)
 	require.NoError(t, err)
 	want := redlock.Leader{Value: "the leader", Term: l.Fence(), ClientID: leader.ID()}
+	// Campaign returns once a quorum took the key and the record: let
+	// the rest land first, so that the key is on every node.
+	for i := range e.nodes {
+		require.Eventually(t, func() bool {
+			v, err := redis.String(e.nodes[i].Do("GET", wire.ElectionKey(name)))
+			return err == nil && v == l.Token() && recordToken(t, e, i, name) == l.Token()
+		}, 5*time.Second, 5*time.Millisecond, "node %d holds the key and the record", i+1)
+	}
 	for _, i := range []int{3, 4} {
 		_, err := e.nodes[i].Do("DEL", wire.LeaderKey(name))
 		require.NoError(t, err)
