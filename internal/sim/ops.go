@@ -17,17 +17,10 @@ func (wk *worker) long(ctx context.Context) {
 	w := wk.w
 	key := longKeys[wk.rng.Intn(len(longKeys))]
 	ttl := w.set.maxTTL
-	o := op{kind: "long", key: key, counter: true, ttl: ttl}
-	w.noteTTL(ttl)
-	cctx, cancel, _ := wk.callContext(ctx, false)
-	defer cancel()
-	called := w.now()
-	l, err := wk.sc.c.TryLock(cctx, key, ttl)
-	if err != nil {
-		w.trace.add(w.now(), fmt.Sprintf("%s long %s: %v", wk.name, key, shortErr(err)))
+	l, h := wk.tryHold(ctx, op{kind: "long", key: key, counter: true, ttl: ttl})
+	if l == nil {
 		return
 	}
-	h := wk.held(o, l, called)
 	long := ttl * time.Duration(2+wk.rng.Intn(3))
 	w.noteTTL(long)
 	for range 1 + wk.rng.Intn(3) {
@@ -91,16 +84,10 @@ func (wk *worker) doJob(ctx context.Context, ttl time.Duration) {
 func (wk *worker) restore(ctx context.Context, ttl time.Duration) {
 	w := wk.w
 	key := mutexKeys[wk.rng.Intn(len(mutexKeys))]
-	o := op{kind: "restore", key: key, counter: true, ttl: ttl}
-	w.noteTTL(ttl)
-	cctx, cancel, _ := wk.callContext(ctx, false)
-	defer cancel()
-	called := w.now()
-	l, err := wk.sc.c.TryLock(cctx, key, ttl)
-	if err != nil {
+	l, h := wk.tryHold(ctx, op{kind: "restore", key: key, counter: true, ttl: ttl})
+	if l == nil {
 		return
 	}
-	h := wk.held(o, l, called)
 	other := w.clients[(wk.ci+1)%len(w.clients)]
 	r := other.c.Restore(l.Key(), l.Token())
 	sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
@@ -193,4 +180,20 @@ func (w *world) observe(ctx context.Context, ci int, sc *simClient) {
 		w.mu.Unlock()
 		last = ld.Term
 	}
+}
+
+// tryHold takes o's key with one TryLock and starts its hold; nil when
+// the lock was not taken.
+func (wk *worker) tryHold(ctx context.Context, o op) (*redlock.Lock, *holding) {
+	w := wk.w
+	w.noteTTL(o.ttl)
+	cctx, cancel, _ := wk.callContext(ctx, false)
+	defer cancel()
+	called := w.now()
+	l, err := wk.sc.c.TryLock(cctx, o.key, o.ttl)
+	if err != nil {
+		w.trace.add(w.now(), fmt.Sprintf("%s %s %s: %v", wk.name, o.kind, o.key, shortErr(err)))
+		return nil, nil
+	}
+	return l, wk.held(o, l, called)
 }
