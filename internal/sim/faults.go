@@ -174,10 +174,15 @@ func (w *world) inject() func() {
 	case fScriptFlush:
 		_, _ = n.Do("SCRIPT", "FLUSH")
 	case fRecordLost:
-		// The leader record's write failed on this node (as a record
-		// round that reached only some nodes leaves it): the election
-		// key stays.
-		_, _ = n.Do("DEL", wire.LeaderKey(electionName))
+		// The leader record's write failed on as many nodes as may fail
+		// (a record round that reached only a quorum leaves it so): the
+		// election key stays. A pause or a cut of one of the others then
+		// leaves the record on fewer than a quorum of the nodes that
+		// answer, while the leader's key is on a quorum.
+		for k := range len(w.nodes) - (len(w.nodes)/2 + 1) {
+			j := (i + k) % len(w.nodes)
+			_, _ = w.nodes[j].Do("DEL", wire.LeaderKey(electionName))
+		}
 	case fSave:
 		n.Save()
 	case fRate:

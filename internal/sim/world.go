@@ -230,6 +230,19 @@ func (w *world) run() {
 	// at every new leader: more would cost more than they check).
 	wg.Add(1)
 	go func() { defer wg.Done(); w.observe(ctx, 0, w.clients[0]) }()
+	// And one asks who leads, a few times a second.
+	watcher := &worker{w: w, sc: w.clients[1], ci: 1, name: w.clients[1].name + "/watch",
+		rng: rand.New(rand.NewSource(w.opt.Seed*1000 + 999))}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			sleep(ctx, time.Duration(50+watcher.rng.Intn(200))*time.Millisecond)
+			if ctx.Err() == nil {
+				watcher.leader(ctx)
+			}
+		}
+	}()
 	wg.Wait()
 }
 
