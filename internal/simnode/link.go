@@ -1,222 +1,315 @@
 package simnode
 
 import (
+	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
 
-// link relays one connection between a client and the engine:
+// link is one connection between a client and the node: two in-memory
+// byte queues, up (commands) and down (replies), with the client holding
+// one end (clientEnd) and miniredis serving the other (nodeEnd).
 //
-//	client ⇄ (pipe) ⇄ link ⇄ (pipe) ⇄ miniredis
-//
-// Each direction has a reader that queues what arrives (as a kernel's
-// socket buffer would, so that neither side blocks on the other's faults)
-// and a writer that passes it on once the node's faults allow: a paused
-// node takes no commands, a cut client's bytes wait, a slow node's replies
-// wait for their delay.
+// The faults gate each queue where it is read, so a write never waits on
+// the other side (as a socket buffer takes what is sent): the node's end
+// reads no command while the node is paused or the client is cut off both
+// ways; the client's end reads no reply before the node's delay has passed
+// since the node wrote it, nor while the client is cut off. Nothing else
+// runs between the two: a command is one hand-off from the client's
+// writer to miniredis's reader, and a reply one hand-off back.
 type link struct {
 	n      *Node
 	inc    *incarnation
 	client string
-	cli    net.Conn // our end of the client's pipe
-	eng    net.Conn // our end of the engine's pipe
-	up     chan chunk
-	down   replies
+	up     queue // commands, the client's end writes them
+	down   queue // replies, the node's end writes them
 	closed chan struct{}
 	once   sync.Once
 }
 
-type chunk struct {
-	b  []byte
-	at time.Time // when it arrived
-}
-
-// linkBuffer bounds the chunks of commands queued on a link: a client
-// that sends that much to a node that does not read waits, as on a full
-// socket.
-const linkBuffer = 1024
+// linkBuffer bounds the bytes of commands queued on a link: a client that
+// sends that much to a node that does not read waits, as on a full socket.
+const linkBuffer = 4 << 20
 
 // openLocked opens a connection of client to inc and returns the client's
 // end. Called with n.mu held.
 func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
-	c, cli := net.Pipe()
-	eng, srv := net.Pipe()
-	l := &link{n: n, inc: inc, client: client, cli: cli, eng: eng,
-		up: make(chan chunk, linkBuffer), down: replies{ready: make(chan struct{}, 1)}, closed: make(chan struct{})}
+	l := &link{n: n, inc: inc, client: client, closed: make(chan struct{})}
+	l.up.init()
+	l.down.init()
 	n.links = append(n.links, l)
 	n.stats.Dials++
-	inc.m.Server().ServeConn(srv)
-	go l.read(l.cli, l.up)
-	go l.readReplies()
-	go l.writeUp()
-	go l.writeDown()
-	return c
+	inc.m.Server().ServeConn(&nodeEnd{end: end{l: l, from: &l.up, to: &l.down}})
+	return &clientEnd{end: end{l: l, from: &l.down, to: &l.up}}
 }
 
-// read queues what arrives on c until it fails, then closes the link.
-func (l *link) read(c net.Conn, q chan<- chunk) {
-	defer l.close()
-	buf := make([]byte, 16<<10)
-	for {
-		k, err := c.Read(buf)
-		if k > 0 {
-			select {
-			case q <- chunk{b: append([]byte(nil), buf[:k]...), at: time.Now()}:
-			case <-l.closed:
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
+// queue is one direction of a link: chunks in the order written, each
+// with when it was written.
+type queue struct {
+	mu     sync.Mutex
+	q      []chunk
+	off    int // bytes of q[0] already read
+	size   int // bytes queued
+	change chan struct{}
+}
+
+type chunk struct {
+	b  []byte
+	at time.Time // when it was written
+}
+
+func (q *queue) init() { q.change = make(chan struct{}) }
+
+// notifyLocked wakes the readers and writers waiting on q.
+func (q *queue) notifyLocked() {
+	close(q.change)
+	q.change = make(chan struct{})
+}
+
+// end is what both ends of a link share: deadlines, and reading from and
+// writing to the link's queues.
+type end struct {
+	l        *link
+	from, to *queue
+
+	dmu      sync.Mutex
+	rdl, wdl time.Time     // deadlines, zero when none
+	dchange  chan struct{} // closed and replaced when a deadline changes
+}
+
+// errDeadline is a passed deadline's error: os.ErrDeadlineExceeded, which
+// is a net.Error whose Timeout is true.
+var errDeadline = os.ErrDeadlineExceeded
+
+// deadline returns the read or write deadline and what wakes a waiter
+// when either changes.
+func (e *end) deadline(read bool) (time.Time, <-chan struct{}) {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	if e.dchange == nil {
+		e.dchange = make(chan struct{})
 	}
-}
-
-// readReplies queues what the engine sends until it fails, then closes
-// the link. It never waits for the client: the engine must not stall on
-// a client that is cut off (a node buffers its output).
-func (l *link) readReplies() {
-	defer l.close()
-	buf := make([]byte, 16<<10)
-	for {
-		k, err := l.eng.Read(buf)
-		if k > 0 {
-			l.down.push(chunk{b: append([]byte(nil), buf[:k]...), at: time.Now()})
-		}
-		if err != nil {
-			return
-		}
+	if read {
+		return e.rdl, e.dchange
 	}
+	return e.wdl, e.dchange
 }
 
-// replies is a link's queue of replies: unbounded, as a node's output
-// buffer is.
-type replies struct {
-	mu    sync.Mutex
-	q     []chunk
-	ready chan struct{} // a token while q is not empty
-}
-
-func (r *replies) push(c chunk) {
-	r.mu.Lock()
-	r.q = append(r.q, c)
-	r.mu.Unlock()
-	select {
-	case r.ready <- struct{}{}:
-	default:
+func (e *end) setDeadline(read, write bool, t time.Time) error {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	if read {
+		e.rdl = t
 	}
+	if write {
+		e.wdl = t
+	}
+	if e.dchange != nil {
+		close(e.dchange)
+	}
+	e.dchange = make(chan struct{})
+	return nil
 }
 
-// pop takes the oldest reply, waiting for one until closed is.
-func (r *replies) pop(closed <-chan struct{}) (chunk, bool) {
+func (e *end) SetDeadline(t time.Time) error      { return e.setDeadline(true, true, t) }
+func (e *end) SetReadDeadline(t time.Time) error  { return e.setDeadline(true, false, t) }
+func (e *end) SetWriteDeadline(t time.Time) error { return e.setDeadline(false, true, t) }
+
+func (e *end) LocalAddr() net.Addr  { return addr(e.l.client) }
+func (e *end) RemoteAddr() net.Addr { return addr(e.l.n.addr) }
+
+// Close closes the whole link, both ends.
+func (e *end) Close() error {
+	e.l.close()
+	return nil
+}
+
+// addr is a link end's address.
+type addr string
+
+func (a addr) Network() string { return "simnode" }
+func (a addr) String() string  { return string(a) }
+
+// write queues b on e.to, waiting while the queue is full.
+func (e *end) write(b []byte) (int, error) {
+	q := e.to
 	for {
-		r.mu.Lock()
-		if len(r.q) > 0 {
-			c := r.q[0]
-			r.q[0] = chunk{}
-			r.q = r.q[1:]
-			if len(r.q) > 0 {
-				select {
-				case r.ready <- struct{}{}:
-				default:
-				}
-			}
-			r.mu.Unlock()
-			return c, true
-		}
-		r.mu.Unlock()
 		select {
-		case <-r.ready:
-		case <-closed:
-			return chunk{}, false
+		case <-e.l.closed:
+			return 0, io.ErrClosedPipe
+		default:
+		}
+		q.mu.Lock()
+		if q.size < linkBuffer {
+			q.q = append(q.q, chunk{b: append([]byte(nil), b...), at: time.Now()})
+			q.size += len(b)
+			q.notifyLocked()
+			q.mu.Unlock()
+			return len(b), nil
+		}
+		change := q.change
+		q.mu.Unlock()
+		if err := e.wait(false, change, nil, time.Time{}); err != nil {
+			return 0, err
 		}
 	}
 }
 
-// writeUp passes the client's bytes to the engine while the node runs
-// and the client is not cut off, with the engine's clock set to the
-// node's.
-func (l *link) writeUp() {
+// read takes what e.from holds into b once ready says the first chunk may
+// be read: ready returns whether it may, and else what to wait for (a
+// channel that a fault change closes, and a time, zero for none). With
+// the first, read takes the chunks after it written up to when ready
+// allows (zero: any).
+func (e *end) read(b []byte, ready func(c chunk) (ok bool, gate <-chan struct{}, at, upTo time.Time)) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	q := e.from
 	for {
+		select {
+		case <-e.l.closed:
+			return 0, io.EOF
+		default:
+		}
+		q.mu.Lock()
 		var c chunk
-		select {
-		case c = <-l.up:
-		case <-l.closed:
-			return
+		if len(q.q) > 0 {
+			c = q.q[0]
 		}
-		if !l.await(func(n *Node) bool {
-			repliesOnly, cut := n.cuts[l.client]
-			return !n.paused && (!cut || repliesOnly)
-		}) {
-			return
-		}
-		l.n.mu.Lock()
-		now := l.n.clk.at(time.Now())
-		l.n.stats.Commands++
-		l.n.mu.Unlock()
-		l.inc.m.SetTime(now)
-		if _, err := l.eng.Write(c.b); err != nil {
-			l.close()
-			return
-		}
-	}
-}
-
-// writeDown passes the engine's replies to the client after the node's
-// delay, while the client is not cut off.
-func (l *link) writeDown() {
-	for {
-		c, ok := l.down.pop(l.closed)
-		if !ok {
-			return
-		}
-		l.n.mu.Lock()
-		delay := l.n.delay
-		l.n.mu.Unlock()
-		if wait := time.Until(c.at.Add(delay)); delay > 0 && wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-l.closed:
-				t.Stop()
-				return
+		change := q.change
+		q.mu.Unlock()
+		var gate <-chan struct{}
+		var at time.Time
+		if c.b != nil {
+			ok, g, t, upTo := ready(c)
+			if ok {
+				return q.take(b, upTo), nil
 			}
+			gate, at = g, t
 		}
-		if !l.await(func(n *Node) bool { _, cut := n.cuts[l.client]; return !cut }) {
-			return
-		}
-		if _, err := l.cli.Write(c.b); err != nil {
-			l.close()
-			return
+		if err := e.wait(true, change, gate, at); err != nil {
+			return 0, err
 		}
 	}
 }
 
-// await waits until ok holds for the node (checked under its mutex),
-// or the link closes (false).
-func (l *link) await(ok func(*Node) bool) bool {
-	for {
-		l.n.mu.Lock()
-		pass, changed := ok(l.n), l.n.changed
-		l.n.mu.Unlock()
-		if pass {
-			return true
+// take moves up to len(b) queued bytes into b, from the first chunk and
+// the ones after it written up to upTo (zero: any). Only the reader
+// takes, so the first chunk is still the one read looked at.
+func (q *queue) take(b []byte, upTo time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := 0
+	for k < len(b) && len(q.q) > 0 && (k == 0 || upTo.IsZero() || !q.q[0].at.After(upTo)) {
+		c := q.q[0].b[q.off:]
+		m := copy(b[k:], c)
+		k += m
+		if m < len(c) {
+			q.off += m
+			break
 		}
-		select {
-		case <-changed:
-		case <-l.closed:
-			return false
-		}
+		q.q[0] = chunk{}
+		q.q = q.q[1:]
+		q.off = 0
 	}
+	q.size -= k
+	q.notifyLocked()
+	return k
+}
+
+// wait waits until the queue changes, the gate opens, time at comes, the
+// deadline passes (errDeadline) or the link closes (io.EOF on a read,
+// io.ErrClosedPipe on a write).
+func (e *end) wait(read bool, change, gate <-chan struct{}, at time.Time) error {
+	dl, dchange := e.deadline(read)
+	if !dl.IsZero() && (at.IsZero() || dl.Before(at)) {
+		if !time.Now().Before(dl) {
+			return errDeadline
+		}
+		at = dl
+	}
+	var timer <-chan time.Time
+	if !at.IsZero() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-change:
+	case <-gate:
+	case <-dchange:
+	case <-timer:
+	case <-e.l.closed:
+		if read {
+			return io.EOF
+		}
+		return io.ErrClosedPipe
+	}
+	return nil
+}
+
+// clientEnd is the client's end of a link: it writes commands, and reads
+// replies once the node's delay has passed and while it is not cut off.
+type clientEnd struct{ end }
+
+func (c *clientEnd) Write(b []byte) (int, error) { return c.write(b) }
+
+func (c *clientEnd) Read(b []byte) (int, error) {
+	l := c.l
+	return c.read(b, func(ch chunk) (bool, <-chan struct{}, time.Time, time.Time) {
+		n := l.n
+		n.mu.Lock()
+		_, cut := n.cuts[l.client]
+		delay, changed := n.delay, n.changed
+		n.mu.Unlock()
+		if cut {
+			return false, changed, time.Time{}, time.Time{}
+		}
+		if delay <= 0 {
+			return true, nil, time.Time{}, time.Time{}
+		}
+		now := time.Now()
+		if due := ch.at.Add(delay); now.Before(due) {
+			return false, changed, due, time.Time{}
+		}
+		return true, nil, time.Time{}, now.Add(-delay)
+	})
+}
+
+// nodeEnd is miniredis's end of a link: it reads commands while the node
+// runs and the client is not cut off both ways, with the engine's clock
+// set to the node's, and writes replies.
+type nodeEnd struct{ end }
+
+func (c *nodeEnd) Write(b []byte) (int, error) { return c.write(b) }
+
+func (c *nodeEnd) Read(b []byte) (int, error) {
+	l := c.l
+	var now time.Time
+	k, err := c.read(b, func(chunk) (bool, <-chan struct{}, time.Time, time.Time) {
+		n := l.n
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		repliesOnly, cut := n.cuts[l.client]
+		if n.paused || cut && !repliesOnly {
+			return false, n.changed, time.Time{}, time.Time{}
+		}
+		now = n.clk.at(time.Now())
+		n.stats.Commands++
+		return true, nil, time.Time{}, time.Time{}
+	})
+	if k > 0 {
+		l.inc.m.SetTime(now)
+	}
+	return k, err
 }
 
 // close ends the connection on both sides and forgets it.
 func (l *link) close() {
 	l.once.Do(func() {
 		close(l.closed)
-		_ = l.cli.Close()
-		_ = l.eng.Close()
 		n := l.n
 		n.mu.Lock()
 		for i, o := range n.links {

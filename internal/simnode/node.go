@@ -4,11 +4,11 @@
 // A Node runs a miniredis engine, so the library's real Lua scripts run on
 // it, and it is reached through pool.New with pool.WithDialer: the lock
 // client talks to it through the real pipelined node code of package pool,
-// over in-memory connections (net.Pipe) that the Node relays through links
-// of its own. The links are where faults live: a paused node stops reading
-// its connections, a partition holds one client's bytes in either or both
-// directions, a slow node delays its replies, a killed node closes them
-// all and refuses new ones.
+// over in-memory connections of its own (links, link.go). The links are
+// where faults live: a paused node stops reading its connections, a
+// partition holds one client's bytes in either or both directions, a slow
+// node delays its replies, a killed node closes them all and refuses new
+// ones.
 //
 // Time is the process's time: inside a testing/synctest bubble it is the
 // bubble's virtual time, so TTLs, node timeouts and back-offs all run on
