@@ -1,11 +1,18 @@
 package simnode
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/alicebob/miniredis/v2/server"
 )
 
 // link is one connection between a client and the node: two in-memory
@@ -41,8 +48,95 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 	l.down.init()
 	n.links = append(n.links, l)
 	n.stats.Dials++
-	inc.m.Server().ServeConn(&nodeEnd{end: end{l: l, from: &l.up, to: &l.down}})
+	go l.serve(inc.m.Server(), &nodeEnd{end: end{l: l, from: &l.up, to: &l.down}})
 	return &clientEnd{end: end{l: l, from: &l.down, to: &l.up}}
+}
+
+// serve is the node's side of the link: it reads each command, runs it
+// through the server (the engine's hook first) and writes its reply,
+// flushed once no further command is already read (as Redis answers a
+// pipeline's commands in one write). One goroutine does it all, where
+// miniredis's own ServeConn hands each command from a reader goroutine to
+// another. When the link ends, the connection's subscriptions end too (as
+// miniredis does on a disconnect).
+func (l *link) serve(srv *server.Server, c *nodeEnd) {
+	r := bufio.NewReaderSize(c, 16<<10)
+	peer := server.NewPeer(bufio.NewWriterSize(c, 16<<10))
+	subscribed := false
+	defer func() {
+		if subscribed {
+			srv.Dispatch(peer, []string{"UNSUBSCRIBE"})
+			srv.Dispatch(peer, []string{"PUNSUBSCRIBE"})
+		}
+		l.close()
+	}()
+	for {
+		args, err := readCommand(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				peer.WriteError("ERR Protocol error: " + err.Error())
+				peer.Flush()
+			}
+			return
+		}
+		if strings.EqualFold(args[0], "SUBSCRIBE") || strings.EqualFold(args[0], "PSUBSCRIBE") {
+			subscribed = true
+		}
+		srv.Dispatch(peer, args)
+		if r.Buffered() == 0 || peer.Closed() {
+			peer.Flush()
+		}
+		if peer.Closed() {
+			return
+		}
+	}
+}
+
+// readCommand reads one command: an array of bulk strings, as clients
+// send them.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	k, err := readHeader(r, '*')
+	if err != nil {
+		return nil, err
+	}
+	if k <= 0 {
+		return nil, errors.New("an empty command")
+	}
+	args := make([]string, k)
+	for i := range args {
+		size, err := readHeader(r, '$')
+		if err != nil {
+			return nil, err
+		}
+		if size < 0 || size > 512<<20 {
+			return nil, fmt.Errorf("invalid bulk length %d", size)
+		}
+		b := make([]byte, size+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		if b[size] != '\r' || b[size+1] != '\n' {
+			return nil, errors.New("a bulk string without CRLF")
+		}
+		args[i] = string(b[:size])
+	}
+	return args, nil
+}
+
+// readHeader reads a line "<kind><integer>\r\n" and returns the integer.
+func readHeader(r *bufio.Reader, kind byte) (int, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 4 || line[0] != kind || line[len(line)-2] != '\r' {
+		return 0, fmt.Errorf("expected '%c', got %q", kind, line)
+	}
+	k, err := strconv.Atoi(string(line[1 : len(line)-2]))
+	if err != nil {
+		return 0, fmt.Errorf("invalid length %q", line)
+	}
+	return k, nil
 }
 
 // queue is one direction of a link: chunks in the order written, each
