@@ -194,7 +194,11 @@ func (n *Node) start(d Data) {
 	if c, err := m.Dial(); err == nil {
 		_ = c.Close()
 	}
-	e := newEngine(m.Server())
+	e := newEngine(m, func() time.Time {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.clk.at(time.Now())
+	})
 	m.Server().SetPreHook(func(p *server.Peer, cmd string, args ...string) bool {
 		if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
 			p.WriteBulk(n.infoServer(inc))

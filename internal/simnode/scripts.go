@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -30,7 +31,9 @@ import (
 // survive to the next call (Redis refuses them; the library's scripts
 // set none), and EVAL inside MULTI is refused (the library sends none).
 type engine struct {
+	m       *miniredis.Miniredis
 	srv     *server.Server
+	now     func() time.Time            // the node's time
 	mu      sync.Mutex                  // one command at a time
 	passing atomic.Pointer[server.Peer] // the peer whose command the engine passes to miniredis
 	multi   sync.Map                    // *server.Peer → struct{}: inside MULTI
@@ -44,10 +47,11 @@ type engine struct {
 	out     bytes.Buffer      // a nested command's reply
 	outW    *bufio.Writer
 	outR    *bufio.Reader
+	db      *miniredis.RedisDB // the database of the script running; nil between scripts
 }
 
-func newEngine(srv *server.Server) *engine {
-	e := &engine{srv: srv, sources: map[string]string{}}
+func newEngine(m *miniredis.Miniredis, now func() time.Time) *engine {
+	e := &engine{m: m, srv: m.Server(), now: now, sources: map[string]string{}}
 	e.outW, e.outR = bufio.NewWriter(&e.out), bufio.NewReader(&e.out)
 	e.l = lua.NewState(lua.Options{SkipOpenLibs: true})
 	for _, lib := range []struct {
@@ -235,7 +239,9 @@ func (e *engine) eval(p *server.Peer, cmd string, args []string) {
 	l.SetGlobal("KEYS", strings2table(l, args[2:2+nkeys]))
 	l.SetGlobal("ARGV", strings2table(l, args[2+nkeys:]))
 	l.Push(l.NewFunctionFromProto(proto))
-	if err := l.PCall(0, 1, nil); err != nil {
+	err = l.PCall(0, 1, nil)
+	e.db = nil
+	if err != nil {
 		l.SetTop(0)
 		p.WriteError(fmt.Sprintf("ERR Error running script: %v", err))
 		return
@@ -271,6 +277,25 @@ func (e *engine) call(l *lua.LState, raise bool) int {
 			l.RaiseError("Lua redis lib command arguments must be strings or integers")
 			return 0
 		}
+	}
+	if e.db == nil {
+		// The script's first command: TTLs pass up to the node's time
+		// once, here, for every command of the script.
+		e.db = e.m.DB(0)
+	}
+	if v, msg, ok := fast(l, e.db, e.now(), args); ok {
+		if msg == "" {
+			l.Push(v)
+			return 1
+		}
+		if raise {
+			l.RaiseError("%s", msg)
+			return 0
+		}
+		t := l.NewTable()
+		t.RawSetString("err", lua.LString(msg))
+		l.Push(t)
+		return 1
 	}
 	cmd := strings.ToUpper(args[0])
 	e.out.Reset()
