@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/alicebob/miniredis/v2/server"
-
 	"github.com/quorumlock/redlock/internal/simnode"
 	"github.com/quorumlock/redlock/pool"
 )
@@ -201,21 +199,4 @@ func (n *Node) Keys() []string { return n.sim.Keys() }
 // node is down. Replies are Go values: string for simple and bulk
 // strings, int for integers, []any for arrays, nil for a null reply; an
 // error reply is returned as the error.
-func (n *Node) Do(args ...string) (any, error) {
-	reply, err := n.sim.Do(args...)
-	return plain(reply), err
-}
-
-// plain turns the engine's simple strings into strings, also inside
-// arrays.
-func plain(v any) any {
-	switch v := v.(type) {
-	case server.Simple:
-		return string(v)
-	case []any:
-		for i, e := range v {
-			v[i] = plain(e)
-		}
-	}
-	return v
-}
+func (n *Node) Do(args ...string) (any, error) { return n.sim.Do(args...) }

@@ -8,16 +8,13 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/alicebob/miniredis/v2/server"
 )
 
 // link is one connection between a client and the node: two in-memory
 // byte queues, up (commands) and down (replies), with the client holding
-// one end (clientEnd) and miniredis serving the other (nodeEnd).
+// one end (clientEnd) and the node serving the other (nodeEnd, serve).
 //
 // The faults gate each queue where it is read, so a write never waits on
 // the other side (as a socket buffer takes what is sent): the node's end
@@ -25,7 +22,7 @@ import (
 // ways; the client's end reads no reply before the node's delay has passed
 // since the node wrote it, nor while the client is cut off. Nothing else
 // runs between the two: a command is one hand-off from the client's
-// writer to miniredis's reader, and a reply one hand-off back.
+// writer to the node's reader, and a reply one hand-off back.
 type link struct {
 	n      *Node
 	inc    *incarnation
@@ -48,45 +45,40 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 	l.down.init()
 	n.links = append(n.links, l)
 	n.stats.Dials++
-	go l.serve(inc.m.Server(), &nodeEnd{end: end{l: l, from: &l.up, to: &l.down}})
+	go l.serve(inc.e, &nodeEnd{end: end{l: l, from: &l.up, to: &l.down}})
 	return &clientEnd{end: end{l: l, from: &l.down, to: &l.up}}
 }
 
 // serve is the node's side of the link: it reads each command, runs it
-// through the server (the engine's hook first) and writes its reply,
-// flushed once no further command is already read (as Redis answers a
-// pipeline's commands in one write). One goroutine does it all, where
-// miniredis's own ServeConn hands each command from a reader goroutine to
-// another. When the link ends, the connection's subscriptions end too (as
-// miniredis does on a disconnect).
-func (l *link) serve(srv *server.Server, c *nodeEnd) {
+// on the engine and writes its reply, flushed once no further command is
+// already read (as Redis answers a pipeline's commands in one write).
+// When the link ends, so do the connection's subscriptions.
+func (l *link) serve(e *engine, c *nodeEnd) {
 	r := bufio.NewReaderSize(c, 16<<10)
-	peer := server.NewPeer(bufio.NewWriterSize(c, 16<<10))
-	subscribed := false
+	cn := e.newConn(bufio.NewWriterSize(c, 16<<10))
 	defer func() {
-		if subscribed {
-			srv.Dispatch(peer, []string{"UNSUBSCRIBE"})
-			srv.Dispatch(peer, []string{"PUNSUBSCRIBE"})
-		}
+		e.closeConn(cn)
 		l.close()
 	}()
 	for {
 		args, err := readCommand(r)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				peer.WriteError("ERR Protocol error: " + err.Error())
-				peer.Flush()
+				cn.wmu.Lock()
+				writeReply(cn.w, errorReply("ERR Protocol error: "+err.Error()))
+				_ = cn.w.Flush()
+				cn.wmu.Unlock()
 			}
 			return
 		}
-		if strings.EqualFold(args[0], "SUBSCRIBE") || strings.EqualFold(args[0], "PSUBSCRIBE") {
-			subscribed = true
+		reply := e.run(cn, args)
+		cn.wmu.Lock()
+		writeReply(cn.w, reply)
+		if r.Buffered() == 0 || cn.quit {
+			_ = cn.w.Flush()
 		}
-		srv.Dispatch(peer, args)
-		if r.Buffered() == 0 || peer.Closed() {
-			peer.Flush()
-		}
-		if peer.Closed() {
+		cn.wmu.Unlock()
+		if cn.quit {
 			return
 		}
 	}
@@ -372,16 +364,14 @@ func (c *clientEnd) Read(b []byte) (int, error) {
 	})
 }
 
-// nodeEnd is miniredis's end of a link: it reads commands while the node
-// runs and the client is not cut off both ways, with the engine's clock
-// set to the node's, and writes replies.
+// nodeEnd is the node's end of a link: it reads commands while the node
+// runs and the client is not cut off both ways, and writes replies.
 type nodeEnd struct{ end }
 
 func (c *nodeEnd) Write(b []byte) (int, error) { return c.write(b) }
 
 func (c *nodeEnd) Read(b []byte) (int, error) {
 	l := c.l
-	var now time.Time
 	k, err := c.read(b, func(chunk) (bool, <-chan struct{}, time.Time, time.Time) {
 		n := l.n
 		n.mu.Lock()
@@ -390,13 +380,9 @@ func (c *nodeEnd) Read(b []byte) (int, error) {
 		if n.paused || cut && !repliesOnly {
 			return false, n.changed, time.Time{}, time.Time{}
 		}
-		now = n.clk.at(time.Now())
 		n.stats.Commands++
 		return true, nil, time.Time{}, time.Time{}
 	})
-	if k > 0 {
-		l.inc.m.SetTime(now)
-	}
 	return k, err
 }
 

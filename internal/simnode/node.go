@@ -1,51 +1,50 @@
 // Package simnode is an in-process Redis node with no sockets, for the
 // simulator (internal/sim) and for package redlocktest.
 //
-// A Node runs a miniredis engine, so the library's real Lua scripts run on
-// it, and it is reached through pool.New with pool.WithDialer: the lock
-// client talks to it through the real pipelined node code of package pool,
-// over in-memory connections of its own (links, link.go). The links are
-// where faults live: a paused node stops reading its connections, a
-// partition holds one client's bytes in either or both directions, a slow
-// node delays its replies, a killed node closes them all and refuses new
-// ones.
+// A Node runs the commands the library and a test's inspection use on a
+// store of its own (store.go), and the library's real Lua scripts on a Lua
+// state it keeps (scripts.go); it is reached through pool.New with
+// pool.WithDialer, so the lock client talks to it through the real
+// pipelined node code of package pool, over in-memory connections of its
+// own (links, link.go). The links are where faults live: a paused node
+// stops reading its connections, a partition holds one client's bytes in
+// either or both directions, a slow node delays its replies, a killed node
+// closes them all and refuses new ones.
 //
 // Time is the process's time: inside a testing/synctest bubble it is the
 // bubble's virtual time, so TTLs, node timeouts and back-offs all run on
 // it. Each node has a clock of its own over it (NodeClock), which can run
 // fast or slow or jump; TTLs and TIME follow the node's clock, as in Redis,
-// whose expiry reads the wall clock.
+// whose expiry reads the wall clock. A key whose time has come is gone the
+// moment a command looks at it, so passing time costs nothing.
 //
-// What Redis has and miniredis does not, the Node adds: INFO server answers
-// with the node's run id and uptime (the restart check of the lock client
-// asks for them). The node runs one command at a time, as Redis's single
-// thread does, and runs scripts itself on a Lua state it keeps (engine,
-// scripts.go); every other command is miniredis's. What is not simulated:
-// real Redis's Lua interpreter (this is gopher-lua), memory limits,
-// persistence timing, the kernel and TCP (a connection is lossless until
-// it is closed, as TCP is), and goroutine scheduling, which the Go runtime
-// decides.
+// The node runs one command at a time, as Redis's single thread does;
+// INFO server answers with the node's run id and uptime (the restart check
+// of the lock client asks for them); each command answers as Redis 7's
+// does (store_test.go holds them against miniredis's). What is not
+// simulated: real Redis's Lua interpreter (this is gopher-lua), commands
+// beyond those in store.go and scripts.go, pattern subscriptions, WATCH,
+// more than one database, memory limits, persistence timing, the kernel
+// and TCP (a connection is lossless until it is closed, as TCP is), and
+// goroutine scheduling, which the Go runtime decides.
 //
 // Nothing in a Node blocks on a mutex while another goroutine waits for
 // virtual time: links wait on channels, which a bubble counts as durably
-// blocked. Lock order: a Node's mutex is never held while calling into
-// miniredis (whose commands call back into the Node for INFO).
+// blocked. Lock order: the engine's mutex before a Node's (the engine asks
+// the Node for its time and INFO); a Node's mutex is never held while
+// calling into the engine.
 package simnode
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
 )
 
 // ErrDown is the dial error of a node that is not running.
@@ -103,7 +102,7 @@ type Stats struct {
 
 // incarnation is one run of the node's process.
 type incarnation struct {
-	m       *miniredis.Miniredis
+	e       *engine
 	runID   string
 	started time.Time // on the node's clock
 }
@@ -172,12 +171,10 @@ func (n *Node) notifyLocked() {
 
 // start begins a new incarnation holding data. Called without n.mu.
 func (n *Node) start(d Data) {
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
 	n.mu.Lock()
 	n.starts++
 	now := n.clk.at(time.Now())
-	inc := &incarnation{m: m, runID: runID(n.addr, n.starts), started: now}
+	inc := &incarnation{runID: runID(n.addr, n.starts), started: now}
 	var load snapshot
 	switch d {
 	case Kept:
@@ -188,25 +185,7 @@ func (n *Node) start(d Data) {
 	n.kept = nil
 	n.mu.Unlock()
 
-	m.SetTime(now)
-	// Dial starts the engine without a listener; the connection itself is
-	// not used.
-	if c, err := m.Dial(); err == nil {
-		_ = c.Close()
-	}
-	e := newEngine(m, func() time.Time {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.clk.at(time.Now())
-	})
-	m.Server().SetPreHook(func(p *server.Peer, cmd string, args ...string) bool {
-		if cmd == "INFO" && len(args) == 1 && strings.EqualFold(args[0], "server") {
-			p.WriteBulk(n.infoServer(inc))
-			return true
-		}
-		return e.hook(p, cmd, args)
-	})
-	load.restore(m, now)
+	inc.e = newEngine(func() string { return n.infoServer(inc) }, n.now, load.restore(now))
 
 	n.mu.Lock()
 	n.inc = inc
@@ -254,8 +233,7 @@ func (n *Node) Kill() {
 	for _, l := range links {
 		l.close()
 	}
-	kept := take(inc.m, now)
-	inc.m.Close()
+	kept := inc.e.take(now)
 	n.mu.Lock()
 	n.kept = kept
 	n.mu.Unlock()
@@ -292,7 +270,7 @@ func (n *Node) Save() {
 	if inc == nil {
 		return
 	}
-	s := take(inc.m, now)
+	s := inc.e.take(now)
 	n.mu.Lock()
 	n.saved = s
 	n.mu.Unlock()
@@ -302,12 +280,15 @@ func (n *Node) Save() {
 // node's time, with the engine's clock set to it.
 func (n *Node) current() (*incarnation, time.Time) {
 	n.mu.Lock()
-	inc, now := n.inc, n.clk.at(time.Now())
-	n.mu.Unlock()
-	if inc != nil {
-		inc.m.SetTime(now)
-	}
-	return inc, now
+	defer n.mu.Unlock()
+	return n.inc, n.clk.at(time.Now())
+}
+
+// now is the node's time.
+func (n *Node) now() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clk.at(time.Now())
 }
 
 // Pause stops the node from reading its connections (SIGSTOP): commands
@@ -399,11 +380,38 @@ func (n *Node) Do(args ...string) (any, error) {
 	if inc == nil {
 		return nil, fmt.Errorf("node %s: %w", n.addr, ErrDown)
 	}
-	var buf bytes.Buffer
-	w := bufio.NewWriter(&buf)
-	inc.m.Server().Dispatch(server.NewPeer(w), args)
-	_ = w.Flush()
-	return server.ParseReply(bufio.NewReader(&buf))
+	if len(args) == 0 {
+		return nil, errors.New("simnode: Do with no command")
+	}
+	e := inc.e
+	return plain(e.run(e.newConn(bufio.NewWriter(io.Discard)), args))
+}
+
+// plain is a reply as Do returns it: string for simple and bulk strings,
+// int for integers, []any for arrays, nil for a null reply, and an error
+// reply as the error.
+func plain(v any) (any, error) {
+	switch v := v.(type) {
+	case int64:
+		return int(v), nil
+	case status:
+		return string(v), nil
+	case errorReply:
+		return nil, errors.New(string(v))
+	case many:
+		return plain([]any(v))
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := plain(e)
+			if err != nil {
+				r = err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
 }
 
 // Keys returns the node's keys, sorted; none while it is down.
@@ -412,14 +420,14 @@ func (n *Node) Keys() []string {
 	if inc == nil {
 		return nil
 	}
-	return inc.m.Keys()
+	return inc.e.keys()
 }
 
 // Expire deletes key now, as if its TTL had run out. It reports whether
 // the key was there.
 func (n *Node) Expire(key string) bool {
 	inc, _ := n.current()
-	return inc != nil && inc.m.Del(key)
+	return inc != nil && inc.e.del(key)
 }
 
 // Close kills the node for good and ends its goroutines.

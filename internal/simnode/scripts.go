@@ -2,7 +2,6 @@ package simnode
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -11,48 +10,57 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
 )
 
-// engine runs the commands of one incarnation one at a time, as Redis's
-// single thread does, and runs scripts itself on one Lua state that it
-// keeps between calls: miniredis builds a new Lua state for every script
-// call, which cost most of the simulator's CPU. Every other command goes
-// to miniredis unchanged. The scripts' redis.call reaches miniredis's
-// commands too, so a script sees exactly what the commands do.
+// engine is one incarnation of a node's process: it runs every command one
+// at a time, as Redis's single thread does, on the incarnation's store
+// (store.go), with the server, connection, transaction, publish/subscribe
+// and scripting commands around it. Scripts run on one Lua state that it
+// keeps between calls, and their redis.call reaches the same commands
+// directly, with no encoding in between.
 //
-// What differs from miniredis's own scripting: globals a script sets
-// survive to the next call (Redis refuses them; the library's scripts
-// set none), and EVAL inside MULTI is refused (the library sends none).
+// What differs from Redis: scripts run in gopher-lua, and globals a script
+// sets survive to the next call (Redis refuses them; the library's scripts
+// set none); the commands are the ones the library and a test's
+// inspection use (commands), each answering as Redis does; one database.
 type engine struct {
-	m       *miniredis.Miniredis
-	srv     *server.Server
-	now     func() time.Time            // the node's time
-	mu      sync.Mutex                  // one command at a time
-	passing atomic.Pointer[server.Peer] // the peer whose command the engine passes to miniredis
-	multi   sync.Map                    // *server.Peer → struct{}: inside MULTI
+	info func() string    // the INFO server section
+	now  func() time.Time // the node's time
 
-	// Under mu:
-	spinAt  time.Time // the instant of the last command, and how many came at it
-	spinN   int
-	spinLog []string
-	l       *lua.LState
-	sources map[string]string // sha → source: the script cache
-	out     bytes.Buffer      // a nested command's reply
-	outW    *bufio.Writer
-	outR    *bufio.Reader
-	db      *miniredis.RedisDB // the database of the script running; nil between scripts
+	mu sync.Mutex // one command at a time; everything below is under it
+	st *store
+	l  *lua.LState
+	// KEYS and ARGV: two tables the engine keeps, refilled for every call
+	// (the library's scripts never change them).
+	keysT, argvT *lua.LTable
+	sources      map[string]string // sha → source: the script cache
+	subs         map[string]map[*conn]bool
+	conns        int64 // connections so far, for CLIENT ID
+	spinAt       time.Time
+	spinN        int
+	spinLog      []string
 }
 
-func newEngine(m *miniredis.Miniredis, now func() time.Time) *engine {
-	e := &engine{m: m, srv: m.Server(), now: now, sources: map[string]string{}}
-	e.outW, e.outR = bufio.NewWriter(&e.out), bufio.NewReader(&e.out)
+// conn is one connection's state on the node.
+type conn struct {
+	id    int64
+	name  string
+	subs  map[string]bool
+	multi [][]string // queued commands while in MULTI
+	in    bool       // in MULTI
+	dirty bool       // a command queued in MULTI was refused
+	quit  bool
+
+	wmu sync.Mutex // w: replies, and messages from other connections' PUBLISH
+	w   *bufio.Writer
+}
+
+func newEngine(info func() string, now func() time.Time, st *store) *engine {
+	e := &engine{info: info, now: now, st: st, sources: map[string]string{}, subs: map[string]map[*conn]bool{}}
 	e.l = lua.NewState(lua.Options{SkipOpenLibs: true})
 	for _, lib := range []struct {
 		name string
@@ -66,43 +74,251 @@ func newEngine(m *miniredis.Miniredis, now func() time.Time) *engine {
 	e.l.SetFuncs(r, map[string]lua.LGFunction{
 		"call":         func(l *lua.LState) int { return e.call(l, true) },
 		"pcall":        func(l *lua.LState) int { return e.call(l, false) },
-		"error_reply":  errorReply,
-		"status_reply": statusReply,
+		"error_reply":  errorReplyLua,
+		"status_reply": statusReplyLua,
 		"sha1hex":      func(l *lua.LState) int { l.Push(lua.LString(sha1hex(l.CheckString(1)))); return 1 },
 		"log":          func(*lua.LState) int { return 0 },
 	})
 	e.l.SetGlobal("redis", r)
+	e.keysT, e.argvT = e.l.NewTable(), e.l.NewTable()
+	e.l.SetGlobal("KEYS", e.keysT)
+	e.l.SetGlobal("ARGV", e.argvT)
 	return e
 }
 
-// hook is the server's pre-command hook: it runs every command under the
-// engine's lock, scripts itself, the rest through miniredis.
-func (e *engine) hook(p *server.Peer, cmd string, args []string) bool {
-	if e.passing.Load() == p {
-		return false // the engine's own call: miniredis runs it
-	}
+// newConn opens a connection's state; w takes its replies.
+func (e *engine) newConn(w *bufio.Writer) *conn {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.spin(cmd, args)
-	_, inMulti := e.multi.Load(p)
-	switch cmd {
-	case "EVALSHA", "EVAL":
-		if inMulti {
-			p.WriteError("ERR simnode: EVAL and EVALSHA inside MULTI are not simulated")
-			return true
-		}
-		e.eval(p, cmd, args)
-		return true
-	case "SCRIPT":
-		e.script(p, args)
-		return true
-	case "MULTI":
-		e.multi.Store(p, struct{}{})
-	case "EXEC", "DISCARD":
-		e.multi.Delete(p)
+	e.conns++
+	return &conn{id: e.conns, w: w}
+}
+
+// closeConn ends a connection's subscriptions.
+func (e *engine) closeConn(c *conn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ch := range c.subs {
+		e.unsubscribe(c, ch)
 	}
-	e.pass(p, cmd, args)
-	return true
+}
+
+// run runs one command of connection c at the node's time, and returns
+// its reply.
+func (e *engine) run(c *conn, args []string) any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.spin(args)
+	e.st.now = e.now()
+	return e.do(c, args)
+}
+
+// many is a command's several replies in a row (SUBSCRIBE's, one per
+// channel).
+type many []any
+
+// do runs one command for c (nil: a script's redis.call).
+func (e *engine) do(c *conn, args []string) any {
+	name := strings.ToUpper(args[0])
+	if c != nil && len(c.subs) > 0 {
+		switch name {
+		case "SUBSCRIBE", "UNSUBSCRIBE", "PSUBSCRIBE", "PUNSUBSCRIBE", "PING", "QUIT", "RESET":
+		default:
+			return errorReply(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(name)))
+		}
+	}
+	if c != nil && c.in {
+		switch name {
+		case "EXEC", "DISCARD", "MULTI", "WATCH", "QUIT":
+		default:
+			if err := e.check(name, args); err != nil {
+				c.dirty = true
+				return err
+			}
+			c.multi = append(c.multi, args)
+			return status("QUEUED")
+		}
+	}
+	if c == nil {
+		switch name {
+		case "EVAL", "EVALSHA", "SCRIPT", "MULTI", "EXEC", "DISCARD", "WATCH", "SUBSCRIBE", "UNSUBSCRIBE", "PSUBSCRIBE", "PUNSUBSCRIBE", "QUIT", "CLIENT", "SELECT":
+			return errorReply("ERR This Redis command is not allowed from script")
+		}
+	}
+	if err := e.check(name, args); err != nil {
+		return err
+	}
+	switch name {
+	case "EVAL", "EVALSHA":
+		return e.eval(name, args[1:])
+	case "SCRIPT":
+		return e.script(args[1:])
+	case "PUBLISH":
+		return e.publish(args[1], args[2])
+	case "SUBSCRIBE":
+		var out many
+		for _, ch := range args[1:] {
+			if c.subs == nil {
+				c.subs = map[string]bool{}
+			}
+			if !c.subs[ch] {
+				c.subs[ch] = true
+				if e.subs[ch] == nil {
+					e.subs[ch] = map[*conn]bool{}
+				}
+				e.subs[ch][c] = true
+			}
+			out = append(out, []any{"subscribe", ch, int64(len(c.subs))})
+		}
+		return out
+	case "UNSUBSCRIBE":
+		chs := args[1:]
+		if len(chs) == 0 {
+			for ch := range c.subs {
+				chs = append(chs, ch)
+			}
+			if len(chs) == 0 {
+				return []any{"unsubscribe", nil, int64(0)}
+			}
+		}
+		var out many
+		for _, ch := range chs {
+			e.unsubscribe(c, ch)
+			out = append(out, []any{"unsubscribe", ch, int64(len(c.subs))})
+		}
+		return out
+	case "PSUBSCRIBE", "PUNSUBSCRIBE":
+		return errorReply("ERR simnode: pattern subscriptions are not simulated")
+	case "PING":
+		if c != nil && len(c.subs) > 0 {
+			msg := ""
+			if len(args) > 1 {
+				msg = args[1]
+			}
+			return []any{"pong", msg}
+		}
+		if len(args) > 1 {
+			return args[1]
+		}
+		return status("PONG")
+	case "ECHO":
+		return args[1]
+	case "TIME":
+		nanos := e.st.now.UnixNano()
+		return []any{strconv.FormatInt(nanos/1e9, 10), strconv.FormatInt(nanos/1e3%1e6, 10)}
+	case "INFO":
+		if len(args) == 1 || strings.EqualFold(args[1], "server") || strings.EqualFold(args[1], "all") || strings.EqualFold(args[1], "default") {
+			return e.info()
+		}
+		return ""
+	case "SELECT":
+		if args[1] != "0" {
+			return errorReply("ERR simnode: only database 0 is simulated")
+		}
+		return ok
+	case "CLIENT":
+		switch strings.ToUpper(args[1]) {
+		case "SETNAME":
+			if len(args) == 3 {
+				c.name = args[2]
+				return ok
+			}
+		case "GETNAME":
+			if c.name == "" {
+				return nil
+			}
+			return c.name
+		case "ID":
+			return c.id
+		case "SETINFO":
+			return ok
+		}
+		return errorReply(fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
+	case "QUIT":
+		c.quit = true
+		return ok
+	case "MULTI":
+		if c.in {
+			return errorReply("ERR MULTI calls can not be nested")
+		}
+		c.in, c.dirty, c.multi = true, false, nil
+		return ok
+	case "DISCARD":
+		if !c.in {
+			return errorReply("ERR DISCARD without MULTI")
+		}
+		c.in, c.dirty, c.multi = false, false, nil
+		return ok
+	case "EXEC":
+		if !c.in {
+			return errorReply("ERR EXEC without MULTI")
+		}
+		queued, dirty := c.multi, c.dirty
+		c.in, c.dirty, c.multi = false, false, nil
+		if dirty {
+			return errorReply("EXECABORT Transaction discarded because of previous errors.")
+		}
+		out := make([]any, len(queued))
+		for i, q := range queued {
+			out[i] = e.do(c, q)
+		}
+		return out
+	case "WATCH":
+		return errorReply("ERR simnode: WATCH is not simulated")
+	}
+	return commands[name].run(e.st, args)
+}
+
+// arities are the engine's own commands' arities, as commands has them.
+var arities = map[string]int{
+	"EVAL": -3, "EVALSHA": -3, "SCRIPT": -2, "PUBLISH": 3, "SUBSCRIBE": -2, "UNSUBSCRIBE": -1,
+	"PSUBSCRIBE": -2, "PUNSUBSCRIBE": -1, "PING": -1, "ECHO": 2, "TIME": 1, "INFO": -1, "SELECT": 2,
+	"CLIENT": -2, "QUIT": -1, "MULTI": 1, "DISCARD": 1, "EXEC": 1, "WATCH": -2,
+}
+
+// check refuses an unknown command, or one with the wrong number of
+// arguments, as Redis does.
+func (e *engine) check(name string, args []string) any {
+	arity, ok := arities[name]
+	if !ok {
+		c, known := commands[name]
+		if !known {
+			var b strings.Builder
+			for _, a := range args[1:min(len(args), 21)] {
+				fmt.Fprintf(&b, "'%s' ", a)
+			}
+			return errorReply(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", args[0], b.String()))
+		}
+		arity = c.arity
+	}
+	if arity > 0 && len(args) != arity || arity < 0 && len(args) < -arity {
+		return errorReply(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
+	}
+	return nil
+}
+
+// publish sends msg to every subscriber of ch, in order, and returns how
+// many there were.
+func (e *engine) publish(ch, msg string) any {
+	var n int64
+	for c := range e.subs[ch] {
+		c.wmu.Lock()
+		writeReply(c.w, []any{"message", ch, msg})
+		_ = c.w.Flush()
+		c.wmu.Unlock()
+		n++
+	}
+	return n
+}
+
+func (e *engine) unsubscribe(c *conn, ch string) {
+	delete(c.subs, ch)
+	if s := e.subs[ch]; s != nil {
+		delete(s, c)
+		if len(s) == 0 {
+			delete(e.subs, ch)
+		}
+	}
 }
 
 // spinLimit is how many commands a node takes at one instant of virtual
@@ -112,7 +328,7 @@ const spinLimit = 200000
 
 // spin counts the commands of one instant, and reports a spin once, with
 // the last commands and every goroutine's stack, on standard error.
-func (e *engine) spin(cmd string, args []string) {
+func (e *engine) spin(args []string) {
 	now := time.Now()
 	if !now.Equal(e.spinAt) {
 		e.spinAt, e.spinN, e.spinLog = now, 0, e.spinLog[:0]
@@ -120,7 +336,7 @@ func (e *engine) spin(cmd string, args []string) {
 	}
 	e.spinN++
 	if e.spinN > spinLimit-20 && e.spinN <= spinLimit {
-		e.spinLog = append(e.spinLog, cmd+" "+strings.Join(args[:min(len(args), 4)], " "))
+		e.spinLog = append(e.spinLog, strings.Join(args[:min(len(args), 5)], " "))
 	}
 	if e.spinN == spinLimit {
 		buf := make([]byte, 32<<20)
@@ -130,52 +346,36 @@ func (e *engine) spin(cmd string, args []string) {
 	}
 }
 
-// pass runs a command in miniredis, under the engine's lock.
-func (e *engine) pass(p *server.Peer, cmd string, args []string) {
-	e.passing.Store(p)
-	e.srv.Dispatch(p, append([]string{cmd}, args...))
-	e.passing.Store(nil)
-}
-
 func sha1hex(s string) string {
 	h := sha1.Sum([]byte(s))
 	return hex.EncodeToString(h[:])
 }
 
 // script answers SCRIPT LOAD, EXISTS and FLUSH.
-func (e *engine) script(p *server.Peer, args []string) {
-	if len(args) == 0 {
-		p.WriteError("ERR wrong number of arguments for 'script' command")
-		return
-	}
+func (e *engine) script(args []string) any {
 	switch strings.ToUpper(args[0]) {
 	case "FLUSH":
 		clear(e.sources)
-		p.WriteOK()
+		return ok
 	case "LOAD":
 		if len(args) != 2 {
-			p.WriteError("ERR wrong number of arguments for 'script|load' command")
-			return
+			return errorReply("ERR wrong number of arguments for 'script|load' command")
 		}
 		sha := sha1hex(args[1])
-		if _, err := e.compile(sha, args[1]); err != nil {
-			p.WriteError(err.Error())
-			return
+		if _, err := compile(sha, args[1]); err != nil {
+			return errorReply(err.Error())
 		}
 		e.sources[sha] = args[1]
-		p.WriteBulk(sha)
+		return sha
 	case "EXISTS":
-		p.WriteLen(len(args) - 1)
-		for _, sha := range args[1:] {
-			if _, ok := e.sources[strings.ToLower(sha)]; ok {
-				p.WriteInt(1)
-			} else {
-				p.WriteInt(0)
-			}
+		out := make([]any, len(args)-1)
+		for i, sha := range args[1:] {
+			_, ok := e.sources[lower(sha)]
+			out[i] = int64(map[bool]int{true: 1}[ok])
 		}
-	default:
-		p.WriteError(fmt.Sprintf("ERR unknown subcommand '%s'", args[0]))
+		return out
 	}
+	return errorReply(fmt.Sprintf("ERR unknown subcommand '%s'", args[0]))
 }
 
 // protos holds the scripts compiled so far, by sha, for every node: SCRIPT
@@ -184,7 +384,7 @@ func (e *engine) script(p *server.Peer, args []string) {
 var protos sync.Map
 
 // compile returns the compiled script.
-func (e *engine) compile(sha, src string) (*lua.FunctionProto, error) {
+func compile(sha, src string) (*lua.FunctionProto, error) {
 	if proto, ok := protos.Load(sha); ok {
 		return proto.(*lua.FunctionProto), nil
 	}
@@ -200,63 +400,65 @@ func (e *engine) compile(sha, src string) (*lua.FunctionProto, error) {
 	return proto, nil
 }
 
-// eval runs EVAL or EVALSHA.
-func (e *engine) eval(p *server.Peer, cmd string, args []string) {
-	if len(args) < 2 {
-		p.WriteError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(cmd)))
-		return
-	}
-	sha, src := strings.ToLower(args[0]), ""
+// eval runs EVAL or EVALSHA (args: the script or its sha, numkeys, keys
+// and arguments).
+func (e *engine) eval(cmd string, args []string) any {
+	sha, src := lower(args[0]), ""
 	if cmd == "EVAL" {
 		src = args[0]
 		sha = sha1hex(src)
 	} else {
 		var ok bool
 		if src, ok = e.sources[sha]; !ok {
-			p.WriteError("NOSCRIPT No matching script. Please use EVAL.")
-			return
+			return errorReply("NOSCRIPT No matching script. Please use EVAL.")
 		}
 	}
 	nkeys, err := strconv.Atoi(args[1])
 	switch {
 	case err != nil:
-		p.WriteError("ERR value is not an integer or out of range")
-		return
+		return errNotInt
 	case nkeys < 0:
-		p.WriteError("ERR Number of keys can't be negative")
-		return
+		return errorReply("ERR Number of keys can't be negative")
 	case nkeys > len(args)-2:
-		p.WriteError("ERR Number of keys can't be greater than number of args")
-		return
+		return errorReply("ERR Number of keys can't be greater than number of args")
 	}
-	proto, err := e.compile(sha, src)
+	proto, err := compile(sha, src)
 	if err != nil {
-		p.WriteError(err.Error())
-		return
+		return errorReply(err.Error())
 	}
 	e.sources[sha] = src
 	l := e.l
-	l.SetGlobal("KEYS", strings2table(l, args[2:2+nkeys]))
-	l.SetGlobal("ARGV", strings2table(l, args[2+nkeys:]))
+	fill(e.keysT, args[2:2+nkeys])
+	fill(e.argvT, args[2+nkeys:])
 	l.Push(l.NewFunctionFromProto(proto))
 	err = l.PCall(0, 1, nil)
-	e.db = nil
 	if err != nil {
 		l.SetTop(0)
-		p.WriteError(fmt.Sprintf("ERR Error running script: %v", err))
-		return
+		return errorReply(fmt.Sprintf("ERR Error running script: %v", err))
 	}
 	res := l.Get(-1)
 	l.SetTop(0)
-	writeLua(p, res)
+	return fromLua(res)
 }
 
-func strings2table(l *lua.LState, ss []string) *lua.LTable {
-	t := l.CreateTable(len(ss), 0)
+// fill makes t the array of ss, in place.
+func fill(t *lua.LTable, ss []string) {
 	for i, s := range ss {
 		t.RawSetInt(i+1, lua.LString(s))
 	}
-	return t
+	for i := len(ss) + 1; t.RawGetInt(i) != lua.LNil; i++ {
+		t.RawSetInt(i, lua.LNil)
+	}
+}
+
+// lower is s in lower case, without a copy when it is already.
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
 
 // call is redis.call (raise, true) and redis.pcall.
@@ -278,51 +480,18 @@ func (e *engine) call(l *lua.LState, raise bool) int {
 			return 0
 		}
 	}
-	if e.db == nil {
-		// The script's first command: TTLs pass up to the node's time
-		// once, here, for every command of the script.
-		e.db = e.m.DB(0)
-	}
-	if v, msg, ok := fast(l, e.db, e.now(), args); ok {
-		if msg == "" {
-			l.Push(v)
-			return 1
-		}
+	reply := e.do(nil, args)
+	if msg, isErr := reply.(errorReply); isErr {
 		if raise {
-			l.RaiseError("%s", msg)
+			l.RaiseError("%s", string(msg))
 			return 0
 		}
-		t := l.NewTable()
+		t := l.CreateTable(0, 1)
 		t.RawSetString("err", lua.LString(msg))
 		l.Push(t)
 		return 1
 	}
-	cmd := strings.ToUpper(args[0])
-	e.out.Reset()
-	e.outW.Reset(&e.out)
-	nested := server.NewPeer(e.outW)
-	switch cmd {
-	case "EVAL", "EVALSHA", "SCRIPT", "MULTI", "EXEC", "SUBSCRIBE", "UNSUBSCRIBE":
-		nested.WriteError("ERR This Redis command is not allowed from script")
-	default:
-		e.passing.Store(nested)
-		e.srv.Dispatch(nested, args)
-		e.passing.Store(nil)
-	}
-	_ = e.outW.Flush()
-	e.outR.Reset(&e.out)
-	res, err := server.ParseReply(e.outR)
-	if err != nil {
-		if raise {
-			l.RaiseError("%s", err.Error())
-			return 0
-		}
-		t := l.NewTable()
-		t.RawSetString("err", lua.LString(err.Error()))
-		l.Push(t)
-		return 1
-	}
-	l.Push(toLua(l, res))
+	l.Push(toLua(l, reply))
 	return 1
 }
 
@@ -333,17 +502,17 @@ func toLua(l *lua.LState, v any) lua.LValue {
 	switch v := v.(type) {
 	case nil:
 		return lua.LFalse
-	case int:
-		return lua.LNumber(v)
 	case int64:
 		return lua.LNumber(v)
 	case string:
 		return lua.LString(v)
-	case []byte:
-		return lua.LString(v)
-	case server.Simple:
-		t := l.NewTable()
+	case status:
+		t := l.CreateTable(0, 1)
 		t.RawSetString("ok", lua.LString(v))
+		return t
+	case errorReply:
+		t := l.CreateTable(0, 1)
+		t.RawSetString("err", lua.LString(v))
 		return t
 	case []any:
 		t := l.CreateTable(len(v), 0)
@@ -355,51 +524,44 @@ func toLua(l *lua.LState, v any) lua.LValue {
 	return lua.LString(fmt.Sprint(v))
 }
 
-// writeLua writes a script's result as Redis converts it: numbers to
-// integers (truncated), strings to bulk strings, true to 1, false and nil
-// to a nil reply, {err = ...} to an error, {ok = ...} to a status, other
-// tables to arrays up to their first nil.
-func writeLua(p *server.Peer, v lua.LValue) {
+// fromLua converts a script's result as Redis does: numbers to integers
+// (truncated), strings to bulk strings, true to 1, false and nil to a nil
+// reply, {err = ...} to an error, {ok = ...} to a status, other tables to
+// arrays up to their first nil.
+func fromLua(v lua.LValue) any {
 	switch v := v.(type) {
 	case lua.LNumber:
-		p.WriteInt(int(v))
+		return int64(v)
 	case lua.LString:
-		p.WriteBulk(string(v))
+		return string(v)
 	case lua.LBool:
 		if v {
-			p.WriteInt(1)
-		} else {
-			p.WriteNull()
+			return int64(1)
 		}
+		return nil
 	case *lua.LTable:
 		if s := v.RawGetString("err"); s.Type() != lua.LTNil {
-			p.WriteError(s.String())
-			return
+			return errorReply(s.String())
 		}
 		if s := v.RawGetString("ok"); s.Type() != lua.LTNil {
-			p.WriteInline(s.String())
-			return
+			return status(s.String())
 		}
-		var items []lua.LValue
+		out := []any{}
 		for i := 1; ; i++ {
 			e := v.RawGetInt(i)
 			if e == lua.LNil {
 				break
 			}
-			items = append(items, e)
+			out = append(out, fromLua(e))
 		}
-		p.WriteLen(len(items))
-		for _, e := range items {
-			writeLua(p, e)
-		}
-	default:
-		p.WriteNull()
+		return out
 	}
+	return nil
 }
 
-// errorReply is redis.error_reply: {err = msg}, "ERR " first when msg has
-// no error code of its own.
-func errorReply(l *lua.LState) int {
+// errorReplyLua is redis.error_reply: {err = msg}, "ERR " first when msg
+// has no error code of its own.
+func errorReplyLua(l *lua.LState) int {
 	msg := strings.TrimPrefix(l.CheckString(1), "-")
 	if code, _, ok := strings.Cut(msg, " "); !ok || code == "" {
 		msg = "ERR " + msg
@@ -410,10 +572,49 @@ func errorReply(l *lua.LState) int {
 	return 1
 }
 
-// statusReply is redis.status_reply: {ok = msg}.
-func statusReply(l *lua.LState) int {
+// statusReplyLua is redis.status_reply: {ok = msg}.
+func statusReplyLua(l *lua.LState) int {
 	t := l.NewTable()
 	t.RawSetString("ok", lua.LString(l.CheckString(1)))
 	l.Push(t)
 	return 1
+}
+
+// writeReply writes v in RESP2.
+func writeReply(w *bufio.Writer, v any) {
+	switch v := v.(type) {
+	case nil:
+		_, _ = w.WriteString("$-1\r\n")
+	case int64:
+		_ = w.WriteByte(':')
+		_, _ = w.WriteString(strconv.FormatInt(v, 10))
+		_, _ = w.WriteString("\r\n")
+	case string:
+		_ = w.WriteByte('$')
+		_, _ = w.WriteString(strconv.Itoa(len(v)))
+		_, _ = w.WriteString("\r\n")
+		_, _ = w.WriteString(v)
+		_, _ = w.WriteString("\r\n")
+	case status:
+		_ = w.WriteByte('+')
+		_, _ = w.WriteString(string(v))
+		_, _ = w.WriteString("\r\n")
+	case errorReply:
+		_ = w.WriteByte('-')
+		_, _ = w.WriteString(strings.NewReplacer("\r", " ", "\n", " ").Replace(string(v)))
+		_, _ = w.WriteString("\r\n")
+	case []any:
+		_ = w.WriteByte('*')
+		_, _ = w.WriteString(strconv.Itoa(len(v)))
+		_, _ = w.WriteString("\r\n")
+		for _, e := range v {
+			writeReply(w, e)
+		}
+	case many:
+		for _, e := range v {
+			writeReply(w, e)
+		}
+	default:
+		writeReply(w, errorReply(fmt.Sprintf("ERR simnode: a reply of type %T", v)))
+	}
 }
