@@ -2,9 +2,9 @@
 // client of package redlock, with the faults a test needs: a node killed,
 // restarted with or without its data, paused, or cut off from one client.
 // No Redis server, Docker or network is involved; every node is a
-// miniredis engine behind in-memory connections, reached through the real
-// pipelined code of package pool, so the library's own Lua scripts and
-// protocol run as they would against Redis.
+// simulated Redis node behind in-memory connections, reached through the
+// real pipelined code of package pool, so the library's own Lua scripts
+// and protocol run as they would against Redis.
 //
 // # Use
 //
@@ -74,9 +74,16 @@
 //
 // The nodes are independent masters with no replication, cluster mode,
 // persistence timing, memory limits or eviction. Scripts run in
-// gopher-lua, not Redis's Lua, and miniredis implements most, not all,
-// Redis commands. Connections are lossless until closed (as TCP is):
-// there is no packet loss, reordering or latency unless a node is paused
-// or partitioned. Every node's clock is the process's clock (no drift or
-// jumps), and goroutine scheduling is the Go runtime's.
+// gopher-lua, not Redis's Lua. The nodes answer the commands the library
+// sends and those a test inspects keys with: strings (GET, SET, DEL,
+// EXISTS, TYPE, TTL, PTTL, EXPIRE, PEXPIRE, PERSIST, INCR, MGET, KEYS,
+// DBSIZE, FLUSHALL), hashes (HSET, HGET, HMGET, HGETALL, HDEL, HLEN,
+// HEXISTS), sorted sets (ZADD, ZREM, ZCARD, ZSCORE, ZCOUNT, ZRANGE by
+// rank, ZRANGEBYSCORE, ZPOPMIN), PUBLISH and SUBSCRIBE, MULTI and EXEC,
+// EVAL, EVALSHA and SCRIPT, PING, ECHO, TIME, INFO and CLIENT, in database
+// 0; others are refused as unknown commands. Connections are lossless
+// until closed (as TCP is): there is no packet loss, reordering or
+// latency unless a node is paused or partitioned. Every node's clock is
+// the process's clock (no drift or jumps), and goroutine scheduling is the
+// Go runtime's.
 package redlocktest

@@ -130,9 +130,8 @@ func (c *Cluster) clientOf(pools []pool.Pool) string {
 	return client
 }
 
-// Node is one in-process Redis node of a Cluster (a miniredis engine
-// behind in-memory connections), with controls for the faults a test
-// needs. Its methods are safe for concurrent use.
+// Node is one in-process Redis node of a Cluster (a simulated node behind
+// in-memory connections), with controls for the faults a test needs. Its methods are safe for concurrent use.
 type Node struct {
 	c   *Cluster
 	sim *simnode.Node

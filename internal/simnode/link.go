@@ -50,12 +50,13 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 }
 
 // serve is the node's side of the link: it reads each command, runs it
-// on the engine and writes its reply, flushed once no further command is
-// already read (as Redis answers a pipeline's commands in one write).
+// on the engine and writes its reply. Replies are flushed when the node
+// needs more of the connection's bytes (flusher), so the replies to the
+// commands of one read go out in one write, as Redis answers a pipeline.
 // When the link ends, so do the connection's subscriptions.
 func (l *link) serve(e *engine, c *nodeEnd) {
-	r := bufio.NewReaderSize(c, 16<<10)
 	cn := e.newConn(bufio.NewWriterSize(c, 16<<10))
+	r := bufio.NewReaderSize(flusher{c, cn}, 16<<10)
 	defer func() {
 		e.closeConn(cn)
 		l.close()
@@ -74,7 +75,7 @@ func (l *link) serve(e *engine, c *nodeEnd) {
 		reply := e.run(cn, args)
 		cn.wmu.Lock()
 		writeReply(cn.w, reply)
-		if r.Buffered() == 0 || cn.quit {
+		if cn.quit {
 			_ = cn.w.Flush()
 		}
 		cn.wmu.Unlock()
@@ -82,6 +83,20 @@ func (l *link) serve(e *engine, c *nodeEnd) {
 			return
 		}
 	}
+}
+
+// flusher reads a link's commands, having flushed the replies written so
+// far: the reader asks for more only once every command it holds has run.
+type flusher struct {
+	c  *nodeEnd
+	cn *conn
+}
+
+func (f flusher) Read(b []byte) (int, error) {
+	f.cn.wmu.Lock()
+	_ = f.cn.w.Flush()
+	f.cn.wmu.Unlock()
+	return f.c.Read(b)
 }
 
 // readCommand reads one command: an array of bulk strings, as clients
