@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -106,8 +105,8 @@ func readCommand(r *bufio.Reader) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k <= 0 {
-		return nil, errors.New("an empty command")
+	if k <= 0 || k > 1<<20 {
+		return nil, fmt.Errorf("invalid multibulk length %d", k)
 	}
 	args := make([]string, k)
 	for i := range args {
@@ -118,14 +117,25 @@ func readCommand(r *bufio.Reader) ([]string, error) {
 		if size < 0 || size > 512<<20 {
 			return nil, fmt.Errorf("invalid bulk length %d", size)
 		}
-		b := make([]byte, size+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
+		var b []byte
+		if size+2 <= r.Size() {
+			// Read in place: the string is the only copy.
+			if b, err = r.Peek(size + 2); err != nil {
+				return nil, err
+			}
+		} else {
+			b = make([]byte, size+2)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return nil, err
+			}
 		}
 		if b[size] != '\r' || b[size+1] != '\n' {
 			return nil, errors.New("a bulk string without CRLF")
 		}
 		args[i] = string(b[:size])
+		if size+2 <= r.Size() {
+			_, _ = r.Discard(size + 2)
+		}
 	}
 	return args, nil
 }
@@ -139,9 +149,22 @@ func readHeader(r *bufio.Reader, kind byte) (int, error) {
 	if len(line) < 4 || line[0] != kind || line[len(line)-2] != '\r' {
 		return 0, fmt.Errorf("expected '%c', got %q", kind, line)
 	}
-	k, err := strconv.Atoi(string(line[1 : len(line)-2]))
-	if err != nil {
+	digits, neg := line[1:len(line)-2], false
+	if digits[0] == '-' {
+		digits, neg = digits[1:], true
+	}
+	k := 0
+	for _, d := range digits {
+		if d < '0' || d > '9' || k > 1<<40 {
+			return 0, fmt.Errorf("invalid length %q", line)
+		}
+		k = k*10 + int(d-'0')
+	}
+	if len(digits) == 0 {
 		return 0, fmt.Errorf("invalid length %q", line)
+	}
+	if neg {
+		k = -k
 	}
 	return k, nil
 }

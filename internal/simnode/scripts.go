@@ -37,12 +37,15 @@ type engine struct {
 	// KEYS and ARGV: two tables the engine keeps, refilled for every call
 	// (the library's scripts never change them).
 	keysT, argvT *lua.LTable
-	sources      map[string]string // sha → source: the script cache
-	subs         map[string]map[*conn]bool
-	conns        int64 // connections so far, for CLIENT ID
-	spinAt       time.Time
-	spinN        int
-	spinLog      []string
+	// okTable is every OK status a script sees: one table, as the
+	// library's scripts only read it.
+	okTable *lua.LTable
+	sources map[string]string // sha → source: the script cache
+	subs    map[string]map[*conn]bool
+	conns   int64 // connections so far, for CLIENT ID
+	spinAt  time.Time
+	spinN   int
+	spinLog []string
 }
 
 // conn is one connection's state on the node.
@@ -83,6 +86,8 @@ func newEngine(info func() string, now func() time.Time, st *store) *engine {
 	e.keysT, e.argvT = e.l.NewTable(), e.l.NewTable()
 	e.l.SetGlobal("KEYS", e.keysT)
 	e.l.SetGlobal("ARGV", e.argvT)
+	e.okTable = e.l.CreateTable(0, 1)
+	e.okTable.RawSetString("ok", lua.LString("OK"))
 	return e
 }
 
@@ -491,14 +496,14 @@ func (e *engine) call(l *lua.LState, raise bool) int {
 		l.Push(t)
 		return 1
 	}
-	l.Push(toLua(l, reply))
+	l.Push(e.toLua(l, reply))
 	return 1
 }
 
 // toLua converts a reply as Redis does for a script: integers to numbers,
 // bulk strings to strings, a nil reply to false, a status to {ok = ...},
 // arrays to tables.
-func toLua(l *lua.LState, v any) lua.LValue {
+func (e *engine) toLua(l *lua.LState, v any) lua.LValue {
 	switch v := v.(type) {
 	case nil:
 		return lua.LFalse
@@ -507,6 +512,9 @@ func toLua(l *lua.LState, v any) lua.LValue {
 	case string:
 		return lua.LString(v)
 	case status:
+		if v == ok {
+			return e.okTable
+		}
 		t := l.CreateTable(0, 1)
 		t.RawSetString("ok", lua.LString(v))
 		return t
@@ -516,8 +524,8 @@ func toLua(l *lua.LState, v any) lua.LValue {
 		return t
 	case []any:
 		t := l.CreateTable(len(v), 0)
-		for i, e := range v {
-			t.RawSetInt(i+1, toLua(l, e))
+		for i, x := range v {
+			t.RawSetInt(i+1, e.toLua(l, x))
 		}
 		return t
 	}
