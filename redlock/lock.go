@@ -191,6 +191,16 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 	if r.ok {
 		e.Validity = until.Sub(now)
 	}
+	l.mu.Lock()
+	if !l.released && l.cause == nil && until.Before(l.until) && !r.start.Before(l.since) {
+		// A shorter TTL: the nodes that ran the extension without its
+		// answer reaching us expire the key by it now, so the validity
+		// is cut to what it gives (an older round's success cannot undo
+		// this). A deadline already passed ends the lock (ErrExpired).
+		l.until, l.since = until, r.start
+		l.extendedLocked()
+	}
+	l.mu.Unlock()
 	if e.Count(NodeRefused) > len(e.Nodes)-e.Quorum {
 		// Whatever validity was left is gone.
 		l.mu.Lock()
