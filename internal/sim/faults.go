@@ -28,10 +28,11 @@ const (
 	fRate
 	fSave
 	fRecordLost
+	fStall
 	nFaults
 )
 
-var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost"}
+var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost", "client-stall"}
 
 // schedule injects faults until the quiet window, then heals every node.
 func (w *world) schedule(ctx context.Context) {
@@ -104,8 +105,9 @@ func (w *world) inject() func() {
 	longest := max(w.longestTTL, w.set.maxTTL)
 	w.mu.Unlock()
 	switch kind {
-	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost:
-		// Harmless to the quorum: any node, any time.
+	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost, fStall:
+		// Harmless to the quorum: any node, any time (a stall is a
+		// client's).
 	case fRestartEmpty, fRestartSaved:
 		// With restart safety, nodes that lose their data are in model in
 		// any number: each is excluded until what it forgot ran out. So a
@@ -183,6 +185,28 @@ func (w *world) inject() func() {
 			j := (i + k) % len(w.nodes)
 			_, _ = w.nodes[j].Do("DEL", wire.LeaderKey(electionName))
 		}
+	case fStall:
+		// A client stalls (a long garbage collection, a starved process):
+		// every node's replies to it wait, up to twice the node timeout,
+		// so that a round's quorum can come back after the validity it
+		// gives has run out.
+		ci := w.rng.Intn(len(w.clients))
+		c := w.clients[ci].name
+		d := time.Duration(1+w.rng.Intn(int(2*w.set.nodeTimeout/time.Millisecond))) * time.Millisecond
+		w.mu.Lock()
+		if until := time.Now().Add(dur + d + 2*time.Second); until.After(w.unstalledFrom[ci]) {
+			w.unstalledFrom[ci] = until
+		}
+		w.mu.Unlock()
+		w.trace.add(w.now(), fmt.Sprintf("client %s stalls: replies %v late", c, d))
+		for _, m := range w.nodes {
+			m.SetClientDelay(c, d)
+		}
+		return w.after(dur, func() {
+			for _, m := range w.nodes {
+				m.SetClientDelay(c, 0)
+			}
+		})
 	case fSave:
 		n.Save()
 	case fRate:

@@ -114,7 +114,11 @@ func (wk *worker) leader(ctx context.Context) {
 	ld, err := wk.sc.c.Election(electionName).Leader(cctx)
 	ret := w.now()
 	a := leaderAnswer{client: wk.ci, call: called, ret: ret, term: ld.Term, value: ld.Value, err: err}
-	if err != nil && errors.Is(err, redlock.ErrNoLeader) {
+	w.mu.Lock()
+	stalled := time.Now().Before(w.unstalledFrom[wk.ci])
+	w.mu.Unlock()
+	if err != nil && errors.Is(err, redlock.ErrNoLeader) && !stalled {
+		// (A stalled client's nodes answer it too late.)
 		a.onQuorum = w.leaderOnQuorum(called)
 	}
 	w.trace.add(ret, fmt.Sprintf("%s Leader: term=%d value=%q err=%v", wk.name, ld.Term, ld.Value, err))
@@ -165,6 +169,10 @@ func (wk *worker) runLeader(ctx context.Context, ttl time.Duration) {
 	}
 }
 
+// observeRead bounds how long before its delivery Observe read a leader:
+// one read of every node, each bounded by the node timeout, at least 1s.
+const observeRead = time.Second
+
 // observe records every leader Observe delivers to client sc, and checks
 // that terms only rise on one channel.
 func (w *world) observe(ctx context.Context, ci int, sc *simClient) {
@@ -173,7 +181,9 @@ func (w *world) observe(ctx context.Context, ci int, sc *simClient) {
 		now := w.now()
 		w.trace.add(now, fmt.Sprintf("%s Observe: term=%d value=%q", sc.name, ld.Term, ld.Value))
 		w.mu.Lock()
-		w.leaders = append(w.leaders, leaderAnswer{client: ci, call: now, ret: now, term: ld.Term, value: ld.Value})
+		// What Observe delivers it read from the nodes some time before:
+		// up to a read's bound (at least 1s), more when its client stalled.
+		w.leaders = append(w.leaders, leaderAnswer{client: ci, call: max(now-observeRead, 0), ret: now, term: ld.Term, value: ld.Value})
 		if ld.Term <= last {
 			w.observeBack = append(w.observeBack, fmt.Sprintf("Observe (client %d) delivered term %d after term %d at %v", ci+1, ld.Term, last, now))
 		}

@@ -246,6 +246,7 @@ type holding struct {
 	called time.Duration
 	fence  uint64
 	read   map[string]int64 // the counters read when the hold began
+	ctxEnd time.Time        // a leader's: when its lock's context ended (under w.mu)
 }
 
 // realValidity is the validity left on l in real time.
@@ -281,6 +282,13 @@ func (wk *worker) held(o op, l *redlock.Lock, called time.Duration) *holding {
 	}
 	if o.kind == "election" {
 		w.noteLeader(l.Token(), h)
+		// The lock extends itself until its context ends: the hold lasts
+		// that long (finish).
+		context.AfterFunc(l.Context(), func() {
+			w.mu.Lock()
+			h.ctxEnd = time.Now()
+			w.mu.Unlock()
+		})
 	}
 	return h
 }
@@ -292,15 +300,13 @@ func tokenTail(t string) string {
 	return t
 }
 
-// notExtended ends the hold where a failed extension ended the lock: a
-// holder told its lock is lost (its context ended, Validity 0) no longer
-// counts on it; after a failure that proves nothing the validity it had
-// stands.
+// notExtended ends the hold where a failed extension left the lock's
+// validity: none when the holder was told its lock is lost, the shorter
+// TTL's when the extension asked for less (the nodes may have run it);
+// after a failure that proves nothing the validity it had stands.
 func (h *holding) notExtended(wk *worker, l *redlock.Lock, err error) {
 	w := wk.w
-	if l.Context().Err() != nil {
-		h.end = min(h.end, w.now()+wk.realValidity(l))
-	}
+	h.end = min(h.end, w.now()+wk.realValidity(l))
 	w.trace.add(w.now(), fmt.Sprintf("%s extend %s %v: %v (held until %v)", wk.name, h.o.kind, h.keys, shortErr(err), h.end))
 }
 
@@ -325,6 +331,17 @@ func (h *holding) extended(wk *worker, l *redlock.Lock) {
 // lock and records the hold.
 func (h *holding) finish(wk *worker, l *redlock.Lock, counter, fenced bool) {
 	w := wk.w
+	if v := wk.realValidity(l); v > 0 {
+		// A leader's lock extends itself (Campaign): its validity is the
+		// newest extension's.
+		h.end = max(h.end, w.now()+v)
+	}
+	w.mu.Lock()
+	if !h.ctxEnd.IsZero() {
+		// Its context ended (lost, expired): it held until then.
+		h.end = max(h.end, h.ctxEnd.Sub(w.start))
+	}
+	w.mu.Unlock()
 	if w.now() < h.end-2*time.Millisecond {
 		for _, k := range h.keys {
 			ck := h.counterKey(k, l)

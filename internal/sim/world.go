@@ -102,10 +102,11 @@ type world struct {
 	fenceRefusals []string
 	observeBack   []string // Observe delivering a term not above the last
 	fencedOps     []fencedOp
-	longestTTL    time.Duration // the longest TTL any call used
-	dataLost      map[int]bool  // nodes that lost data at some point
-	faultyUntil   []time.Time   // per node: counts as faulty until then
-	healthyFrom   []time.Time   // per node: healthy from then on (faulty, then reconnecting)
+	longestTTL    time.Duration     // the longest TTL any call used
+	dataLost      map[int]bool      // nodes that lost data at some point
+	faultyUntil   []time.Time       // per node: counts as faulty until then
+	healthyFrom   []time.Time       // per node: healthy from then on (faulty, then reconnecting)
+	unstalledFrom map[int]time.Time // per client: its replies on time from then on
 }
 
 type simClient struct {
@@ -183,6 +184,7 @@ func Run(opt Options) Result {
 func (w *world) build() {
 	w.faultyUntil = make([]time.Time, w.set.nodes)
 	w.healthyFrom = make([]time.Time, w.set.nodes)
+	w.unstalledFrom = map[int]time.Time{}
 	for i := range w.set.nodes {
 		w.nodes = append(w.nodes, simnode.New(fmt.Sprintf("sim%d:6379", i+1)))
 	}

@@ -386,7 +386,7 @@ func (c *clientEnd) Read(b []byte) (int, error) {
 		n := l.n
 		n.mu.Lock()
 		_, cut := n.cuts[l.client]
-		delay, changed := n.delay, n.changed
+		delay, changed := n.delay+n.stalls[l.client], n.changed
 		n.mu.Unlock()
 		if cut {
 			return false, changed, time.Time{}, time.Time{}

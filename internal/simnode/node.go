@@ -86,10 +86,11 @@ type Node struct {
 	saved   snapshot     // the last Save
 	clk     NodeClock
 	paused  bool
-	delay   time.Duration   // added to every reply
-	cuts    map[string]bool // client → replies only (false: both ways)
-	links   []*link         // open connections, oldest first
-	changed chan struct{}   // closed and replaced when a fault changes
+	delay   time.Duration            // added to every reply
+	stalls  map[string]time.Duration // client → added to its replies
+	cuts    map[string]bool          // client → replies only (false: both ways)
+	links   []*link                  // open connections, oldest first
+	changed chan struct{}            // closed and replaced when a fault changes
 	stats   Stats
 }
 
@@ -300,6 +301,22 @@ func (n *Node) Resume() { n.set(func() { n.paused = false }) }
 
 // SetDelay delays every reply of the node by d (0: none).
 func (n *Node) SetDelay(d time.Duration) { n.set(func() { n.delay = max(d, 0) }) }
+
+// SetClientDelay delays the node's replies to client by d more (0: none):
+// set on every node, it stands for a client that stalls (a long garbage
+// collection, a starved process), whose replies wait in its sockets.
+func (n *Node) SetClientDelay(client string, d time.Duration) {
+	n.set(func() {
+		if d <= 0 {
+			delete(n.stalls, client)
+			return
+		}
+		if n.stalls == nil {
+			n.stalls = map[string]time.Duration{}
+		}
+		n.stalls[client] = d
+	})
+}
 
 // Cut partitions client from the node: nothing client sends reaches the
 // node and nothing comes back, or, with repliesOnly, its commands run but

@@ -68,6 +68,13 @@ var mutants = []mutant{
 		breaks: "restart safety ignores Extend: a node restarted empty is counted again after the acquisition's TTL, not the longer extension's",
 	},
 	{
+		name:   "extend-shorter-keeps-validity",
+		file:   "redlock/lock.go",
+		old:    "if !l.released && l.cause == nil && until.Before(l.until) && !r.start.Before(l.since) {",
+		new:    "if false {",
+		breaks: "a failed Extend to a shorter TTL keeps the validity it had, though the nodes that ran it expire the key sooner",
+	},
+	{
 		name:   "restart-counted-at-once",
 		file:   "redlock/restart.go",
 		old:    "if left := c.maxTTL() - f.uptime; left > 0 {",
