@@ -83,10 +83,11 @@ func (wk *worker) once(ctx context.Context) {
 	ttl := wk.ttl()
 	wait := wk.rng.Intn(2) == 0
 	var o op
-	switch r := wk.rng.Intn(100); {
-	case r < 8 && wk.ci == 0 && wk.w.set.longKeys:
+	if wk.ci == 0 && wk.w.set.longKeys && wk.rng.Intn(100) < 15 {
 		wk.long(ctx)
 		return
+	}
+	switch r := wk.rng.Intn(100); {
 	case r < 14:
 		wk.doJob(ctx, ttl)
 		return
