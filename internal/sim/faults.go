@@ -93,7 +93,10 @@ func (w *world) faultyLocked() int {
 func (w *world) inject() func() {
 	i := w.rng.Intn(len(w.nodes))
 	n := w.nodes[i]
-	kind := w.rng.Intn(nFaults)
+	kind := w.rng.Intn(nFaults + 2)
+	if kind >= nFaults {
+		kind = fStall // three times as often as each other fault: it costs no node
+	}
 	dur := time.Duration(20+w.rng.Intn(600)) * time.Millisecond
 	w.mu.Lock()
 	busy := time.Now().Before(w.faultyUntil[i])
@@ -176,15 +179,7 @@ func (w *world) inject() func() {
 	case fScriptFlush:
 		_, _ = n.Do("SCRIPT", "FLUSH")
 	case fRecordLost:
-		// The leader record's write failed on as many nodes as may fail
-		// (a record round that reached only a quorum leaves it so): the
-		// election key stays. A pause or a cut of one of the others then
-		// leaves the record on fewer than a quorum of the nodes that
-		// answer, while the leader's key is on a quorum.
-		for k := range len(w.nodes) - (len(w.nodes)/2 + 1) {
-			j := (i + k) % len(w.nodes)
-			_, _ = w.nodes[j].Do("DEL", wire.LeaderKey(electionName))
-		}
+		w.loseRecord(i)
 	case fStall:
 		// A client stalls (a long garbage collection, a starved process):
 		// every node's replies to it wait, up to twice the node timeout,
@@ -192,7 +187,7 @@ func (w *world) inject() func() {
 		// gives has run out.
 		ci := w.rng.Intn(len(w.clients))
 		c := w.clients[ci].name
-		d := time.Duration(1+w.rng.Intn(int(2*w.set.nodeTimeout/time.Millisecond))) * time.Millisecond
+		d := w.set.nodeTimeout/2 + time.Duration(w.rng.Intn(int(2*w.set.nodeTimeout/time.Millisecond)))*time.Millisecond
 		w.mu.Lock()
 		if until := time.Now().Add(dur + d + 2*time.Second); until.After(w.unstalledFrom[ci]) {
 			w.unstalledFrom[ci] = until
@@ -218,6 +213,18 @@ func (w *world) inject() func() {
 		}
 	}
 	return nil
+}
+
+// loseRecord deletes the leader record on as many nodes as may fail, from
+// node i on, as a record round that reached only a quorum leaves it: the
+// election key stays. A pause or a cut of one of the others then leaves
+// the record on fewer than a quorum of the nodes that answer, while the
+// leader's key is on a quorum.
+func (w *world) loseRecord(i int) {
+	for k := range len(w.nodes) - (len(w.nodes)/2 + 1) {
+		j := (i + k) % len(w.nodes)
+		_, _ = w.nodes[j].Do("DEL", wire.LeaderKey(electionName))
+	}
 }
 
 // startOutlived returns what starts node i, killed at killed, with data

@@ -207,6 +207,12 @@ func (wk *worker) acquire(ctx context.Context, o op) {
 	hold := time.Duration(wk.rng.Intn(150)) * time.Millisecond
 	sleep(context.Background(), hold)
 	if o.kind == "election" {
+		if wk.rng.Intn(2) == 0 {
+			// Its record round reached only a quorum.
+			i := wk.rng.Intn(len(w.nodes))
+			w.count(i, fRecordLost, 0)
+			w.loseRecord(i)
+		}
 		// A leader leads on: it extends its lease a few times (each
 		// extension writes its record back where it is missing).
 		for range wk.rng.Intn(5) {
