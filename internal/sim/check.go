@@ -127,10 +127,10 @@ func holdOf(o op, worker, key string, start, end time.Duration, fence uint64) fa
 // check runs every checker on the run's history.
 func (w *world) check() {
 	for _, o := range w.chk.Overlaps() {
-		w.violate("mutual exclusion: %s", o)
+		w.violateAt(max(o.A.Start, o.B.Start), "mutual exclusion: %s", o)
 	}
 	for _, c := range w.chk.Crowds() {
-		w.violate("semaphore: %s", c)
+		w.violateAt(c.At, "semaphore: %s", c)
 	}
 	for _, l := range w.store.lost() {
 		w.violate("lost update: %s", l)
@@ -226,12 +226,12 @@ func (w *world) checkLeaders(answers []leaderAnswer, uniqueTerms bool) {
 				ok = ok || h.called <= a.ret && a.call <= h.end+h.o.ttl
 			}
 			if !ok {
-				w.violate("Leader (client %d, %v-%v) named term %d (%q), whose leader held from %v to %v", a.client+1, a.call, a.ret, a.term, a.value, hs[0].start, hs[0].end)
+				w.violateAt(a.call, "Leader (client %d, %v-%v) named term %d (%q), whose leader held from %v to %v", a.client+1, a.call, a.ret, a.term, a.value, hs[0].start, hs[0].end)
 			}
 			continue
 		}
 		if a.onQuorum != "" {
-			w.violate("Leader (client %d, %v-%v) found no leader while leader %s held on a quorum of healthy nodes: %v", a.client+1, a.call, a.ret, a.onQuorum, a.err)
+			w.violateAt(a.call, "Leader (client %d, %v-%v) found no leader while leader %s held on a quorum of healthy nodes: %v", a.client+1, a.call, a.ret, a.onQuorum, a.err)
 		}
 	}
 }

@@ -30,7 +30,7 @@ var (
 	simVirtual = flag.Duration("sim.virtual", 0, "virtual time of one seed (0: 40s; 15s in make test's short run)")
 	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
 	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
-	simTrace   = flag.Int("sim.trace", 400, "lines of trace kept for a failure's report")
+	simTrace   = flag.Int("sim.trace", 400, "last lines of the trace a failure's report gives (besides those around the earliest violation)")
 	simHang    = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed counts as hung")
 )
 
@@ -175,6 +175,9 @@ func report(t *testing.T, res sim.Result) {
 		}
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
+	if len(res.Around) > 0 {
+		fmt.Fprintf(&b, "trace around the earliest violation (%v):\n  %s\n", res.At, strings.Join(res.Around, "\n  "))
+	}
 	fmt.Fprintf(&b, "trace (last %d lines):\n  %s\n", len(res.Trace), strings.Join(res.Trace, "\n  "))
 	fmt.Fprintf(&b, "replay: make sim SEED=%d", res.Seed)
 	t.Error(b.String())
@@ -244,6 +247,9 @@ func TestSim_outOfModelFaultsAreCaught(t *testing.T) {
 		t.Logf("out-of-model seed %d: %d acquisitions, %d faults, %d violations", seed, res.Acquisitions, res.Faults, len(res.Violations))
 		if len(res.Violations) > 0 {
 			t.Logf("first: %s", res.Violations[0])
+			if res.At >= 0 && len(res.Around) == 0 {
+				t.Errorf("seed %d: a violation at %v, and no trace around it", seed, res.At)
+			}
 		}
 		found += len(res.Violations)
 	}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +43,8 @@ type Options struct {
 	// jumping forward, a client clock running 10% slow): the checkers must
 	// then find violations.
 	OutOfModel bool
-	// TraceLines bounds the trace kept for a failure's report. Default 400.
+	// TraceLines is how many of the trace's last lines a failure's report
+	// gives, besides those around the first violation. Default 400.
 	TraceLines int
 }
 
@@ -54,7 +56,9 @@ type Result struct {
 	Faults       int
 	Virtual      time.Duration
 	Violations   []string
-	Trace        []string // the last TraceLines lines
+	Trace        []string      // the last TraceLines lines
+	Around       []string      // the lines from 1s before the earliest violation to 0.5s after it
+	At           time.Duration // when the earliest violation happened, as far as its checker knows; -1: not known
 	Kinds        map[string]int
 }
 
@@ -107,6 +111,7 @@ type world struct {
 	faultyUntil   []time.Time       // per node: counts as faulty until then
 	healthyFrom   []time.Time       // per node: healthy from then on (faulty, then reconnecting)
 	unstalledFrom map[int]time.Time // per client: its replies on time from then on
+	violationAt   time.Duration     // the earliest violation's time, -1 when none is known
 }
 
 type simClient struct {
@@ -121,6 +126,19 @@ func (w *world) now() time.Duration { return time.Since(w.start) }
 
 // violate records a violation.
 func (w *world) violate(format string, args ...any) {
+	w.violateAt(-1, format, args...)
+}
+
+// violateAt records a violation that happened at virtual time at (-1: not
+// known): a report gives the trace around the earliest.
+func (w *world) violateAt(at time.Duration, format string, args ...any) {
+	if at >= 0 {
+		w.mu.Lock()
+		if w.violationAt < 0 || at < w.violationAt {
+			w.violationAt = at
+		}
+		w.mu.Unlock()
+	}
 	msg := fmt.Sprintf(format, args...)
 	w.trace.add(w.now(), "VIOLATION "+msg)
 	w.mu.Lock()
@@ -166,7 +184,7 @@ func Run(opt Options) Result {
 	}
 	rng := rand.New(rand.NewSource(opt.Seed))
 	w := &world{opt: opt, set: draw(rng, opt), rng: rng, start: time.Now(), chk: faults.NewChecker(),
-		trace: newTrace(opt.TraceLines), store: newStore(), kinds: map[string]int{}, dataLost: map[int]bool{}}
+		trace: &trace{}, store: newStore(), kinds: map[string]int{}, dataLost: map[int]bool{}, violationAt: -1}
 	running.Store(w.trace)
 	w.end = w.start.Add(opt.Virtual)
 	w.quiet = w.start.Add(opt.Virtual * 7 / 10)
@@ -177,8 +195,13 @@ func Run(opt Options) Result {
 	w.check()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return Result{Seed: opt.Seed, Setup: w.set.String(), Acquisitions: w.acquired, Faults: w.faults,
-		Virtual: w.now(), Violations: w.violations, Trace: w.trace.lines(), Kinds: w.kinds}
+	res := Result{Seed: opt.Seed, Setup: w.set.String(), Acquisitions: w.acquired, Faults: w.faults,
+		Virtual: w.now(), Violations: w.violations, Trace: w.trace.last(opt.TraceLines), Kinds: w.kinds, At: -1}
+	if len(w.violations) > 0 && w.violationAt >= 0 {
+		res.At = w.violationAt
+		res.Around = w.trace.between(w.violationAt-time.Second, w.violationAt+time.Second/2)
+	}
+	return res
 }
 
 func (w *world) build() {
@@ -274,41 +297,45 @@ func (w *world) teardown() {
 // that hangs (RunningTrace).
 var running atomic.Pointer[trace]
 
-// RunningTrace returns the last lines of the trace of the seed being run,
-// or of the last one run; nil before any.
+// RunningTrace returns the last 400 lines of the trace of the seed being
+// run, or of the last one run; nil before any.
 func RunningTrace() []string {
 	if t := running.Load(); t != nil {
-		return t.lines()
+		return t.last(400)
 	}
 	return nil
 }
 
-// trace keeps the last lines of what happened, for a failure's report.
+// trace keeps what happened in a seed, each line with its virtual time,
+// for a failure's report.
 type trace struct {
-	mu   sync.Mutex
-	max  int
-	ring []string
-	next int
-	n    int
+	mu    sync.Mutex
+	lines []string
+	at    []time.Duration
 }
-
-func newTrace(max int) *trace { return &trace{max: max, ring: make([]string, max)} }
 
 func (t *trace) add(at time.Duration, line string) {
 	t.mu.Lock()
-	t.ring[t.next] = fmt.Sprintf("%10.4fs %s", at.Seconds(), line)
-	t.next = (t.next + 1) % t.max
-	t.n++
+	t.lines = append(t.lines, fmt.Sprintf("%10.4fs %s", at.Seconds(), line))
+	t.at = append(t.at, at)
 	t.mu.Unlock()
 }
 
-func (t *trace) lines() []string {
+// last returns the last n lines.
+func (t *trace) last(n int) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lines[max(len(t.lines)-n, 0):])
+}
+
+// between returns the lines of times from a to b, at most 2,000.
+func (t *trace) between(a, b time.Duration) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []string
-	for i := range t.max {
-		if l := t.ring[(t.next+i)%t.max]; l != "" {
-			out = append(out, l)
+	for i, at := range t.at {
+		if a <= at && at <= b && len(out) < 2000 {
+			out = append(out, t.lines[i])
 		}
 	}
 	return out
