@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -98,6 +99,16 @@ func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
 	_, err = c.RWLock("doc").TryLock(ctx, ttl)
 	require.ErrorContains(t, err, `"doc" is held as a mutex`)
 	require.NoError(t, m.Unlock(ctx))
+	// Unlock returns once a quorum released, and the refused calls undo
+	// what they took in the background: wait until no node holds a key of
+	// the name (under load, node 3 still held the refused writer's key
+	// when the next call came).
+	for _, n := range nodes {
+		require.Eventually(t, func() bool {
+			keys, _ := redis.Strings(n.server("KEYS", "*doc*"), nil)
+			return len(keys) == 0
+		}, 5*time.Second, time.Millisecond)
+	}
 
 	// And the other way round: while the read-write lock is held, by a
 	// reader or the writer, a mutex call on its name fails, the plain
