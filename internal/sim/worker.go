@@ -256,6 +256,18 @@ type holding struct {
 	ctxEnd time.Time        // a leader's: when its lock's context ended (under w.mu)
 }
 
+// realUntil is when l's validity ends (Until) in real time, also when
+// that has passed: a validity that a failed extension cut may have ended
+// before the call returned.
+func (wk *worker) realUntil(l *redlock.Lock) time.Duration {
+	now := wk.w.now()
+	until := l.Until()
+	if until.IsZero() {
+		return now
+	}
+	return now + wk.sc.clk.RealDuration(until.Sub(wk.sc.clk.Now()))
+}
+
 // realValidity is the validity left on l in real time.
 func (wk *worker) realValidity(l *redlock.Lock) time.Duration {
 	return wk.sc.clk.RealDuration(l.Validity())
@@ -313,7 +325,7 @@ func tokenTail(t string) string {
 // after a failure that proves nothing the validity it had stands.
 func (h *holding) notExtended(wk *worker, l *redlock.Lock, err error) {
 	w := wk.w
-	h.end = min(h.end, w.now()+wk.realValidity(l))
+	h.end = min(h.end, wk.realUntil(l))
 	w.trace.add(w.now(), fmt.Sprintf("%s extend %s %v: %v (held until %v)", wk.name, h.o.kind, h.keys, shortErr(err), h.end))
 }
 
