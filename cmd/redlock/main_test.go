@@ -220,3 +220,40 @@ func TestNodes_namesANodeThatRestartedEmptyAsNotCounted(t *testing.T) {
 	require.Contains(t, out, "2 of 3 nodes counted", out)
 	require.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(nodes.Addrs()[0])+`\s.*not counted for another`), out)
 }
+
+// Help reads like a Go tool's: the commands, and each command's own flags
+// with their defaults and an example, on the standard output, exit 0.
+func TestRun_help(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, out, errOut := runCmd(t, nil, args...)
+		require.Equal(t, 0, code, "%q: %s", args, errOut)
+		for _, cmd := range []string{"inspect", "force-release", "nodes"} {
+			require.Contains(t, out, cmd, "%q", args)
+		}
+	}
+	for _, c := range []struct {
+		cmd       string
+		has, hasn []string
+	}{
+		{"inspect", []string{"-kind", "-permits", "(default 64)", "-addrs", "-timeout", "Example:"}, []string{"-yes", "-max-ttl"}},
+		{"force-release", []string{"-yes", "-addrs", "Example:"}, []string{"-kind", "-max-ttl"}},
+		{"nodes", []string{"-max-ttl", "(default 1m0s)", "Example:"}, []string{"-yes", "-kind"}},
+	} {
+		for _, args := range [][]string{{"help", c.cmd}, {c.cmd, "-h"}} {
+			code, out, errOut := runCmd(t, nil, args...)
+			require.Equal(t, 0, code, "%q: %s", args, errOut)
+			require.Contains(t, out, "usage: redlock "+c.cmd)
+			for _, s := range c.has {
+				require.Contains(t, out, s, "%q", args)
+			}
+			for _, s := range c.hasn {
+				require.NotContains(t, out, s, "%q: a flag of another command", args)
+			}
+		}
+	}
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "nodes", "more"}, {"inspect", "-yes", "-addrs", "127.0.0.1:1", "k"}, {"nodes", "-kind", "rwlock", "-addrs", "127.0.0.1:1"}} {
+		code, _, errOut := runCmd(t, nil, args...)
+		require.Equal(t, 2, code, "%q: %s", args, errOut)
+		require.Contains(t, errOut, "usage:")
+	}
+}
