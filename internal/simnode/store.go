@@ -232,17 +232,7 @@ func init() {
 			if err != nil || it == nil {
 				return orZero(err)
 			}
-			var n int64
-			for _, f := range a[2:] {
-				if _, ok := it.hash[f]; ok {
-					delete(it.hash, f)
-					n++
-				}
-			}
-			if len(it.hash) == 0 {
-				delete(s.items, a[1])
-			}
-			return n
+			return remove(s, a[1], it.hash, a[2:])
 		}},
 		"HLEN": {2, func(s *store, a []string) any {
 			it, err := s.typed(a[1], kHash)
@@ -268,17 +258,7 @@ func init() {
 			if err != nil || it == nil {
 				return orZero(err)
 			}
-			var n int64
-			for _, m := range a[2:] {
-				if _, ok := it.zset[m]; ok {
-					delete(it.zset, m)
-					n++
-				}
-			}
-			if len(it.zset) == 0 {
-				delete(s.items, a[1])
-			}
-			return n
+			return remove(s, a[1], it.zset, a[2:])
 		}},
 		"ZCARD": {2, func(s *store, a []string) any {
 			it, err := s.typed(a[1], kZset)
@@ -343,6 +323,23 @@ func init() {
 			return out
 		}},
 	}
+}
+
+// remove deletes names from m, the fields or members of key's item, and
+// the key once m is empty, as Redis drops an empty hash or sorted set; it
+// returns how many of the names were there.
+func remove[V any](s *store, key string, m map[string]V, names []string) int64 {
+	var n int64
+	for _, name := range names {
+		if _, ok := m[name]; ok {
+			delete(m, name)
+			n++
+		}
+	}
+	if len(m) == 0 {
+		delete(s.items, key)
+	}
+	return n
 }
 
 func orZero(err any) any {
