@@ -44,7 +44,17 @@ const (
 
 // numKinds bounds the values of redlock.LockKind, the index of the
 // options by kind: 0, the zero LockKind, records without redlock.kind.
-const numKinds = int(redlock.KindElection) + 1
+// It counts the kinds the core knows, so that a new kind needs no change
+// here.
+var numKinds = func() int {
+	n := 1
+	for {
+		if _, err := redlock.LockKind(n).MarshalText(); err != nil {
+			return n
+		}
+		n++
+	}
+}()
 
 // latencyBounds are the bucket boundaries, in seconds, of the acquisition,
 // wait and node histograms: a 1-2.5-5 series from 100µs (a request to a
@@ -121,10 +131,10 @@ type observer struct {
 
 	// The options of the lock instruments, by kind of lock (numKinds),
 	// then by outcome or cause.
-	acquireOpts        [numKinds][numOutcomes][]metric.RecordOption
-	lostOpts           [numKinds][numCauses][]metric.AddOption
-	waitOpts, heldOpts [numKinds][]metric.RecordOption
-	extendOpts         [numKinds][]metric.AddOption
+	acquireOpts        [][numOutcomes][]metric.RecordOption
+	lostOpts           [][numCauses][]metric.AddOption
+	waitOpts, heldOpts [][]metric.RecordOption
+	extendOpts         [][]metric.AddOption
 
 	// nodes holds the options of node.duration by node and operation.
 	// Readers take no lock: the map is replaced, never changed, under mu.
@@ -173,6 +183,10 @@ func newObserver(mp metric.MeterProvider) *observer {
 // lockOpts builds the options of the lock instruments: redlock.kind (none
 // for the zero LockKind) and each outcome or cause.
 func (o *observer) lockOpts() {
+	o.acquireOpts = make([][numOutcomes][]metric.RecordOption, numKinds)
+	o.lostOpts = make([][numCauses][]metric.AddOption, numKinds)
+	o.waitOpts, o.heldOpts = make([][]metric.RecordOption, numKinds), make([][]metric.RecordOption, numKinds)
+	o.extendOpts = make([][]metric.AddOption, numKinds)
 	for k := range numKinds {
 		var kind []attribute.KeyValue
 		if k > 0 {

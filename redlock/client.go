@@ -136,7 +136,7 @@ func checkPools(pools []pool.Pool) error {
 // Close stops the Client: it waits for the commands still running in the
 // background (replies that came after a round was decided, releases of
 // failed acquisitions, automatic extensions) and makes later
-// calls fail with pool.ErrClosed. Locks still held are not released; they
+// calls fail with ErrClosed. Locks still held are not released; they
 // expire with their TTL. Automatic extension stops, so their contexts end
 // with ErrExpired when their validity runs out. Close does not close the
 // pools. The wait is bounded by the node timeout on plain pools, and by
@@ -185,7 +185,7 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (lockConfig, error) {
 	cfg := lockConfig{retry: c.cfg.retry}
 	if key == "" {
-		return cfg, errors.New("redlock: empty key")
+		return cfg, errEmptyName
 	}
 	if err := c.checkTTL(ttl); err != nil {
 		return cfg, err
@@ -208,91 +208,10 @@ func (c *Client) lockConfig(key string, ttl time.Duration, opts []LockOption) (l
 	return cfg, nil
 }
 
-// TryLock makes one attempt to take key for ttl: SET key token NX PX ttl on
-// every node at once, decided as soon as the outcome is known. It
-// succeeds with a quorum and positive validity (ttl less the round's time
-// and the drift allowance; above WithMinValidity when given). On failure
-// it releases every node that may hold the token, also in the background,
-// and returns a *QuorumError matching ErrNotAcquired that tells node by
-// node what happened (with ctx.Err() when ctx ended first). Bad arguments
-// fail before any node is asked; a closed Client returns pool.ErrClosed.
-// See docs/algorithm.md.
-func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	if ctx == nil {
-		return nil, errNilContext
-	}
-	cfg, err := c.lockConfig(key, ttl, opts)
-	if err != nil {
-		return nil, err
-	}
-	var since time.Time
-	if c.observing() {
-		since = c.cfg.clock.Now()
-	}
-	g, err := c.mutexGrab(key, ttl, cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	l, _, err := c.take(ctx, &g)
-	c.acquired(key, since, time.Time{}, l, err)
-	return l, err
-}
-
-// mutexGrab describes an acquisition round of key: a plain one (SET NX
-// PX, the cheapest command there is) unless w is a waiting call's round
-// (nil for none) or the lock is fenced; otherwise the acquisition script, which also
-// queues w when the key is held and reports the holder's TTL (a
-// reservation of the key for a waiter refuses SET NX too). The token is
-// new, or for the round of a waiter that takes hand-offs, its hand-off
-// token and the round's number (waiterRoundToken).
-func (c *Client) mutexGrab(key string, ttl time.Duration, cfg lockConfig, w *wire.Waiter) (grab, error) {
-	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, kind: kindMutex}
-	var err error
-	if w != nil && w.Handoff != "" {
-		g.token = waiterRoundToken(w.Handoff, w.Round)
-	} else if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
-		return g, err
-	}
-	ms := ttl.Milliseconds()
-	if w == nil && !cfg.fencing {
-		g.req = request{cmd: "SET", args: wire.SetArgs(key, g.token, ms), status: setStatus}
-	} else {
-		var epoch string
-		if cfg.fencing {
-			if epoch, err = newToken(); err != nil {
-				return g, err
-			}
-		}
-		var ww wire.Waiter // a caller that does not wait, unless w is one
-		if w != nil {
-			ww = *w
-		}
-		g.req = request{script: wire.Acquire, args: c.queue.AcquireArgs(key, g.token, ms, ww, epoch),
-			status: grantStatus, keep: true}
-	}
-	g.req.gate = true // restart safety: only trusted nodes count
-	return g, nil
-}
-
-// queueGrab describes the first round of the waiting call w on key as a
-// transaction (wire.QueueTx) on every node: it queues w and reads the
-// key, and takes nothing. Only when txReady.
-func (c *Client) queueGrab(key string, ttl time.Duration, cfg lockConfig, w wire.Waiter) grab {
-	g := grab{name: key, key: key, ttl: ttl, cfg: cfg, kind: kindMutex, token: waiterRoundToken(w.Handoff, w.Round)}
-	g.req = request{tx: &queueTx{key: key, cmds: c.queue.QueueTx(key, ttl.Milliseconds(), w), w: w},
-		status: grantStatus, keep: true, gate: true}
-	return g
-}
-
-// txReady reports whether a waiting call's first round can be a
-// transaction: every pool sends them (pool.New's), and no node refused
-// one.
-func (c *Client) txReady() bool { return c.allTx && !c.noTx.Load() }
-
 // newLock returns the handle of the lock g's round r (or the hand-offs
 // that followed it) acquired, valid until until.
 func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time) *Lock {
-	l := &Lock{c: c, key: g.key, keys: g.keys, sem: g.sem, rw: g.rw, token: g.token, until: until, since: r.start,
+	l := &Lock{c: c, key: g.key, kind: g.kind, token: g.token, until: until, since: r.start,
 		acquired: r.start, parent: ctx, ttl: g.ttl, margin: g.cfg.margin, plainArgs: r.keyToken()}
 	l.after.add(r)
 	if g.adopt != nil {
@@ -324,20 +243,4 @@ func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
 	for i := range c.pools {
 		d.owe(i)
 	}
-}
-
-// Restore returns a handle on a lock taken elsewhere, for example by another
-// process that passed on its key and token. Its validity is unknown (zero)
-// until Extend succeeds. Extend and Unlock on it work as on a lock this
-// Client took; for a lock that Lock got after waiting (not fenced, with
-// queueing on), the token also names the Lock call, and Unlock takes the
-// call out of the queues too (see Lock.Token).
-func (c *Client) Restore(key, token string) *Lock {
-	l := &Lock{c: c, key: key, token: token}
-	if id, handoff, ok := waitToken(token); ok {
-		// A lock that waited: its release also takes the call out of the
-		// queues, and gives up what a node handed to it after its round.
-		l.queueID, l.handoffToken = id, handoff
-	}
-	return l
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -52,7 +53,7 @@ type Leader struct {
 func (c *Client) Election(name string) *Election {
 	e := &Election{c: c, name: name, key: wire.ElectionKey(name)}
 	if name == "" {
-		e.err, e.key = errors.New("redlock: empty election name"), ""
+		e.err, e.key = errEmptyName, ""
 	}
 	return e
 }
@@ -93,23 +94,24 @@ func (e *Election) checkCampaign(ctx context.Context, value string, ttl time.Dur
 // the lock is still valid; when the record cannot be written or the lock
 // ran out meanwhile, it resigns and campaigns again. It fails when ctx
 // ends (the error matches ErrNotAcquired and ctx.Err()) or the Client
-// closes (pool.ErrClosed). Bad arguments (a nil ctx, an empty election
+// closes (ErrClosed). Bad arguments (a nil ctx, an empty election
 // name, an empty value or one over MaxLeaderValue, a bad ttl or option)
 // fail before any node is asked.
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if err := e.checkCampaign(ctx, value, ttl); err != nil {
 		return nil, err
 	}
-	opts = campaignOptions(opts)
-	if _, err := e.c.lockConfig(e.key, ttl, opts); err != nil {
+	cfg, err := e.c.lockConfig(e.key, ttl, campaignOptions(opts))
+	if err != nil {
 		return nil, err
 	}
 	for failures := 1; ; failures++ {
-		l, err := e.c.Lock(ctx, e.key, ttl, opts...)
+		ld := &leadership{e: e}
+		l, err := e.c.lockAs(ctx, ld, e.key, ttl, cfg)
 		if err != nil {
 			return nil, err
 		}
-		if err = e.record(ctx, l, value); err == nil {
+		if err = e.record(ctx, l, ld, value); err == nil {
 			return l, nil
 		}
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -133,10 +135,10 @@ func campaignOptions(opts []LockOption) []LockOption {
 }
 
 // record writes l's leader record on a quorum of nodes, where the
-// election key still holds l's token, and checks that l is still live.
-// The error says why not: a *QuorumError matching ErrNotAcquired, or the
-// lock's end.
-func (e *Election) record(ctx context.Context, l *Lock, value string) error {
+// election key still holds l's token, and checks that l is still live;
+// then ld, l's kind, keeps it for the extensions. The error says why
+// not: a *QuorumError matching ErrNotAcquired, or the lock's end.
+func (e *Election) record(ctx context.Context, l *Lock, ld *leadership, value string) error {
 	req := request{script: wire.LeaderWrite, args: wire.LeaderWriteArgs(e.name, l.token, value, l.fence, e.c.id),
 		status: doneStatus, after: l.after, gate: true}
 	r, err := e.c.run(ctx, req)
@@ -147,7 +149,7 @@ func (e *Election) record(ctx context.Context, l *Lock, value string) error {
 		qe := e.c.quorumError(OpAcquire, e.key, r, ErrNotAcquired, 0)
 		return fmt.Errorf("redlock: election %q: the leader record was not written on a quorum: %w", e.name, qe)
 	}
-	e.c.unannounced(e.key, KindElection, r)
+	e.c.unannounced(e.name, KindElection, r)
 	if !l.live() {
 		// The lock ran out (or was lost) while the record was written:
 		// another may lead by now (etcd's trap).
@@ -156,8 +158,59 @@ func (e *Election) record(ctx context.Context, l *Lock, value string) error {
 	// From now on each extension writes the record back on the nodes
 	// that hold the key for l but lack the record (one that did not
 	// answer now, or lost it since).
-	l.leader.Store(&leaderRecord{name: e.name, value: value, term: l.fence, cid: e.c.id})
+	ld.rec.Store(&leaderRecord{name: e.name, value: value, term: l.fence, cid: e.c.id})
 	return nil
+}
+
+// leadership is the kind of an election's lock: a mutex on the election
+// key, whose extensions, once Campaign has written the leader record,
+// also write the record back where it is missing.
+type leadership struct {
+	e   *Election
+	rec atomic.Pointer[leaderRecord] // nil until Campaign wrote it
+}
+
+func (ld *leadership) is() LockKind       { return KindElection }
+func (ld *leadership) name(string) string { return ld.e.name }
+func (ld *leadership) keys() []string     { return nil }
+func (ld *leadership) fenceAt(reply any, n, k int) (wire.Fence, error) {
+	return mutex{}.fenceAt(reply, n, k)
+}
+func (ld *leadership) undo(c *Client, g *grab, keep int) (*pool.Script, []any) {
+	return mutex{}.undo(c, g, keep)
+}
+func (ld *leadership) release(l *Lock) (*pool.Script, []any) { return mutex{}.release(l) }
+
+func (ld *leadership) extend(l *Lock, ms int64) (*pool.Script, []any) {
+	if rec := ld.rec.Load(); rec != nil {
+		return wire.LeaderExtend, rec.extendArgs(l.token, ms)
+	}
+	return mutex{}.extend(l, ms)
+}
+
+func (ld *leadership) handle(_ *Lock, h *Handle) {
+	h.Name = ld.e.name
+	if rec := ld.rec.Load(); rec != nil {
+		h.Value = rec.value
+	}
+}
+
+// restoreLeadership restores a Handle of a leadership: the election's
+// name, and, to write the record back as the leader's extensions do, the
+// leader's value and term (its fence).
+func restoreLeadership(c *Client, h *Handle) (kind, string, error) {
+	e := c.Election(h.Name)
+	if e.err != nil {
+		return nil, "", e.err
+	}
+	ld := &leadership{e: e}
+	if h.Value != "" {
+		if len(h.Fences) != 1 || h.Fences[0] == 0 {
+			return nil, "", fmt.Errorf("redlock: handle of the leadership of election %q: a leader's value needs its term (Fences)", h.Name)
+		}
+		ld.rec.Store(&leaderRecord{name: e.name, value: h.Value, term: h.Fences[0], cid: tokenClient(h.Token)})
+	}
+	return ld, e.key, nil
 }
 
 // leaderRecord is what a leader's extensions write back where its
@@ -175,7 +228,7 @@ func (r *leaderRecord) extendArgs(token string, ms int64) []any {
 
 // pause waits the back-off after the failures-th campaign in a row that
 // won the lock but could not lead. It returns ctx's error when ctx ended,
-// pool.ErrClosed when the Client closed.
+// ErrClosed when the Client closed.
 func (e *Election) pause(ctx context.Context, failures int) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -188,7 +241,7 @@ func (e *Election) pause(ctx context.Context, failures int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.c.bg.closing():
-		return pool.ErrClosed
+		return ErrClosed
 	}
 }
 
@@ -205,7 +258,7 @@ func (e *Election) pause(ctx context.Context, failures int) error {
 // matching ErrNoLeader, never a guess. The answer is a snapshot: the
 // leader may change at once, so act on leadership only through the lock
 // Campaign returned, and pass its term to the resources it writes
-// (fencing). On a closed Client it returns pool.ErrClosed; bad arguments
+// (fencing). On a closed Client it returns ErrClosed; bad arguments
 // (a nil ctx, an empty name) fail before any node is asked.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.check(ctx); err != nil {
@@ -256,7 +309,7 @@ func (e *Election) agreed(recs []wire.LeaderRecord, errs []error) (Leader, bool)
 // key for it and one of them has its record; it returns that leader when
 // a quorum has the record now. The write is leader_write.lua's: only
 // where the key still holds the holder's token. A node whose write failed
-// gets that error in errs. It returns pool.ErrClosed on a closed Client.
+// gets that error in errs. It returns ErrClosed on a closed Client.
 func (e *Election) repair(ctx context.Context, recs []wire.LeaderRecord, errs []error) (Leader, bool, error) {
 	held := make(map[string]int, len(recs))
 	for i, r := range recs {
@@ -324,7 +377,7 @@ func (c *Client) askSome(ctx context.Context, which []int, script *pool.Script, 
 		wg.Wait()
 	})
 	if !ran {
-		return pool.ErrClosed
+		return ErrClosed
 	}
 	return nil
 }

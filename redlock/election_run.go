@@ -114,17 +114,20 @@ func (o *observer) poke() {
 // leadership is live, Run resigns and returns that error: a failing
 // leader is not re-elected by itself (what fn returns after its context
 // ended is dropped: that end is the leadership's). It returns
-// pool.ErrClosed when the Client closes, and fails at once on bad
-// arguments (those of Campaign, or a nil fn).
-func (e *Election) Run(ctx context.Context, value string, ttl time.Duration, fn func(ctx context.Context, term uint64) error) error {
+// ErrClosed when the Client closes, and fails at once on bad
+// arguments (those of Campaign, or a nil fn). opts are Campaign's.
+func (e *Election) Run(ctx context.Context, value string, ttl time.Duration, fn func(ctx context.Context, term uint64) error, opts ...LockOption) error {
 	if fn == nil {
 		return errors.New("redlock: election Run needs a function to run")
 	}
 	if err := e.checkCampaign(ctx, value, ttl); err != nil {
 		return err
 	}
+	if _, err := e.c.lockConfig(e.key, ttl, campaignOptions(opts)); err != nil {
+		return err
+	}
 	for {
-		l, err := e.Campaign(ctx, value, ttl)
+		l, err := e.Campaign(ctx, value, ttl, opts...)
 		switch {
 		case ctx.Err() != nil:
 			if l != nil {

@@ -22,16 +22,13 @@ import (
 // takes, the command that takes it (numbered and built once), and how to
 // give it up on a node that may hold it.
 type grab struct {
-	name  string   // what observers and errors call it: the key, or the keys joined by commas
-	keys  []string // a multi-key lock's keys, sorted; nil for one key
-	key   string   // the key, or the first of keys
+	name  string // what observers and errors call it: kind.name(key)
+	key   string // the key; a multi-key lock's first; a semaphore's slot once won
 	token string
 	ttl   time.Duration
 	cfg   lockConfig
 	req   request // what every node is sent, and how its reply is read
-	kind  grabKind
-	sem   *Semaphore // kindSemaphore: the semaphore
-	rw    *RWLock    // kindRW: the read-write lock
+	kind  kind    // the kind of lock it takes (kind.go)
 	// adopt, when not nil, is a waiting call's: it gives the new lock
 	// what the call knows (its queue id, its rounds, its hand-off token)
 	// before anything else can read the lock (its extender starts).
@@ -42,36 +39,6 @@ type grab struct {
 	// (superseder).
 	owedBy *superseder
 	seq    int64
-}
-
-// grabKind is the kind of lock a grab takes: it says how a failed round
-// is given up (grab.release).
-type grabKind uint8
-
-const (
-	kindMutex     grabKind = iota // one key: TryLock, Lock
-	kindMulti                     // several keys at once: the *Multi calls
-	kindSemaphore                 // one of a semaphore's permit slots
-	kindRW                        // a read-write lock's reader or writer
-)
-
-// release returns the script and arguments that give g's token up on a
-// node that may hold it, but for the choice keep (a semaphore's slot won;
-// -1 for none). A plain SET NX round was a first try: its key is most
-// likely not contended, and the short release leaves it free; a script
-// round (a waiter's, or fenced) gives the key to the head of its queue.
-func (g *grab) release(c *Client, keep int) (*pool.Script, []any) {
-	switch {
-	case g.kind == kindSemaphore:
-		return wire.SemRelease, wire.SemReleaseArgs(g.name, g.sem.keys, g.sem.permits, g.token, keep, "")
-	case g.kind == kindRW:
-		return wire.RWRelease, wire.RWReleaseArgs(g.name, &g.rw.keys, g.token, "")
-	case g.kind == kindMulti:
-		return wire.MultiRelease, wire.MultiReleaseArgs(g.keys, g.token)
-	case g.req.script == nil && g.req.tx == nil:
-		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
-	}
-	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
 }
 
 // take sends g to every node and decides it: the lock when a quorum
@@ -93,7 +60,7 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 	}
 	won := r.won() // a choice round's: the lock is on the choice won
 	if won >= 0 {
-		g.key = wire.PermitKey(g.name, won)
+		g.key = g.req.choice.key(won)
 	}
 	var fence uint64
 	var fences []uint64

@@ -36,7 +36,16 @@ var (
 	// validity ran out (less the safety margin) or the WithMaxHold limit
 	// was reached, without the lock having been extended in time.
 	ErrExpired = errors.New("redlock: lock expired")
+	// ErrClosed is returned by every call on a closed Client (Close),
+	// and ends the waits of calls under way. It is pool.ErrClosed, so
+	// that a check for either matches.
+	ErrClosed = pool.ErrClosed
 )
+
+// errEmptyName is the error of every call given an empty key or name:
+// a lock's key, a multi-key lock's keys, a semaphore's, read-write lock's
+// or election's name.
+var errEmptyName = errors.New("redlock: empty name: a lock's key and a semaphore's, read-write lock's or election's name must not be empty")
 
 // errNilContext is returned by calls given a nil context.
 var errNilContext = errors.New("redlock: nil context: pass context.Background() or a context with a deadline")

@@ -186,8 +186,8 @@ func ExampleClient_Inspect() {
 	if err != nil {
 		log.Fatal(err) // a bad argument or a closed Client; node failures are per node
 	}
-	if holder, ok := in.HeldBy(); ok {
-		fmt.Println("held by client", holder, "mine:", holder == client.ID())
+	for _, h := range in.Holders() {
+		fmt.Println("held by client", h.Holder, "mine:", h.Holder == client.ID(), "for", h.TTL)
 	}
 	for _, n := range in.Nodes {
 		if n.Err != nil {
@@ -293,7 +293,7 @@ func ExampleSemaphore_Inspect() {
 	if err != nil {
 		log.Fatal(err) // a bad semaphore or a closed Client; node failures are per node
 	}
-	for _, p := range in.InUse() {
+	for _, p := range in.Holders() {
 		fmt.Println("permit", p.Slot, "held by client", p.Holder, "for", p.TTL)
 	}
 	for _, n := range in.Nodes {
@@ -308,7 +308,7 @@ func ExampleRWLock_Inspect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mode, holds := in.Agreed()
+	mode, holds := in.Mode(), in.Holders()
 	fmt.Println("doc:42 is", mode, "by", len(holds), "holders")
 	for _, n := range in.Nodes {
 		fmt.Println(n.Addr, n.Mode, "readers:", len(n.Readers), "writer waiting:", n.Intent != nil, "error:", n.Err)

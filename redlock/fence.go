@@ -35,20 +35,22 @@ func (l *Lock) Fence() uint64 { return l.fence }
 // keys (nil for one key). It releases nothing: a caller whose fence
 // failed undoes r.
 func (c *Client) mintFences(ctx context.Context, g *grab, r *round, until time.Time) (first uint64, all []uint64, err error) {
-	if g.keys == nil {
-		first, err = c.mintFence(ctx, g, r, until, 0)
+	ks := g.kind.keys()
+	if ks == nil {
+		first, err = c.mintFence(ctx, g, r, until, g.key, 1, 0)
 		return first, nil, err
 	}
-	all = make([]uint64, len(g.keys))
-	for k := range g.keys {
-		if all[k], err = c.mintFence(ctx, g, r, until, k); err != nil {
+	all = make([]uint64, len(ks))
+	for k, key := range ks {
+		if all[k], err = c.mintFence(ctx, g, r, until, key, len(ks), k); err != nil {
 			return 0, nil, err
 		}
 	}
 	return all[0], all, nil
 }
 
-// mintFence returns the fence of key k of g's fenced round r: one more
+// mintFence returns the fence of key, the k-th of g's n keys, of its
+// fenced round r: one more
 // than the largest counter of the key among the nodes that granted r by
 // its decision, written back to a quorum (writeBackFence), and it checks
 // their epochs. Equal counters need no tie-break: the fence is a number,
@@ -57,18 +59,14 @@ func (c *Client) mintFences(ctx context.Context, g *grab, r *round, until time.T
 // before an earlier lock's write-back, and the write-back's refusals are
 // what make the fence larger than that lock's. Nodes that granted after
 // the decision are not read.
-func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Time, k int) (uint64, error) {
-	key, n := g.key, 1
-	if g.keys != nil {
-		key, n = g.keys[k], len(g.keys)
-	}
+func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Time, key string, n, k int) (uint64, error) {
 	var top uint64
 	won := r.won()
 	for i, node := range r.nodes {
 		if node.Status != NodeOK || r.pick(i) != won {
 			continue // a choice round's nodes that took another choice hold no part of the lock
 		}
-		f, err := g.fenceAt(r.replies[i], n, k)
+		f, err := g.kind.fenceAt(r.replies[i], n, k)
 		if err != nil {
 			continue // grantStatus made such a node NodeFailed
 		}
@@ -76,19 +74,6 @@ func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Ti
 		c.seeEpoch(i, keyslot.Slot(key), f.Epoch)
 	}
 	return c.writeBackFence(ctx, key, top+1, until, g.ttl, g.cfg.minValidity)
-}
-
-// fenceAt reads the counter and epoch of key k (of n) from a node's
-// grant of g.
-func (g *grab) fenceAt(reply any, n, k int) (wire.Fence, error) {
-	if g.kind == kindSemaphore {
-		p, ok := wire.ParsePermit(reply)
-		if !ok || p.Fence.Epoch == "" {
-			return wire.Fence{}, fmt.Errorf("unexpected reply %v", reply)
-		}
-		return p.Fence, nil
-	}
-	return wire.FenceAt(reply, n, k)
 }
 
 // seeEpoch remembers node i's epoch for a hash slot and reports a change.

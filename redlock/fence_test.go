@@ -157,7 +157,7 @@ func TestFence_failedWriteBackStillReturnsTheAcquisitionRound(t *testing.T) {
 	}
 	cfg, err := c.lockConfig("k", ttl, []LockOption{WithFencing()})
 	require.NoError(t, err)
-	g, err := c.mutexGrab("k", ttl, cfg, nil)
+	g, err := c.mutexGrab(mutex{}, "k", ttl, cfg, nil)
 	require.NoError(t, err)
 	_, r, err := c.take(context.Background(), &g)
 	require.ErrorIs(t, err, ErrNotAcquired)

@@ -41,22 +41,21 @@ type NodeInspection struct {
 	Fence  uint64 // the key's fence counter; 0 when it was never fenced on this node
 }
 
-// HeldBy returns the Client ID that holds the key on a quorum of nodes,
-// and whether one does. A key held on fewer nodes (a lock being taken or
-// released, or a split) reports false.
-func (in *Inspection) HeldBy() (holder string, ok bool) {
-	count := map[string]int{}
+// Holders returns who holds the key now: the hold of the Client whose
+// token the key holds on a quorum of nodes (one at most), with the least
+// TTL of those nodes; none when no Client holds it on a quorum (free, a
+// lock being taken or released, or a split). Every Inspect result has
+// this method.
+func (in *Inspection) Holders() []Hold {
+	var all []Hold
 	for _, n := range in.Nodes {
 		if n.Held {
-			count[n.Holder]++
+			h := newHold(n.Holder, n.Holder, 0)
+			h.TTL = n.TTL
+			all = append(all, h)
 		}
 	}
-	for h, k := range count {
-		if k >= in.Quorum {
-			return h, true
-		}
-	}
-	return "", false
+	return onQuorum(in.Quorum, all, holdID, self)
 }
 
 // ID returns the Client's random ID. Inspect reports it as the holder of
@@ -77,7 +76,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 		return nil, errNilContext
 	}
 	if key == "" {
-		return nil, errors.New("redlock: empty key")
+		return nil, errEmptyName
 	}
 	in := &Inspection{Key: key, Quorum: c.quorum, Nodes: make([]NodeInspection, len(c.pools))}
 	err := c.askEvery(ctx, wire.Inspect, wire.InspectArgs(key), func(i int, reply any, err error) {
@@ -99,7 +98,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*Inspection, error) {
 // askEvery runs script with args on every node at once, each bounded by
 // ctx and operatorTimeout, as background work that Close waits for, and
 // hands each node's answer to read (called concurrently, once per node).
-// It returns pool.ErrClosed on a closed Client.
+// It returns ErrClosed on a closed Client.
 func (c *Client) askEvery(ctx context.Context, script *pool.Script, args []any, read func(i int, reply any, err error)) error {
 	ran := c.bg.do(func() {
 		var g errgroup.Group
@@ -115,7 +114,7 @@ func (c *Client) askEvery(ctx context.Context, script *pool.Script, args []any, 
 		_ = g.Wait()
 	})
 	if !ran {
-		return pool.ErrClosed
+		return ErrClosed
 	}
 	return nil
 }
@@ -157,7 +156,7 @@ func (c *Client) ForceRelease(ctx context.Context, key string) error {
 		return errNilContext
 	}
 	if key == "" {
-		return errors.New("redlock: empty key")
+		return errEmptyName
 	}
 	errs := make([]error, len(c.pools))
 	err := c.askEvery(ctx, wire.ForceRelease, c.queue.ForceArgs(key), func(i int, reply any, err error) {

@@ -62,12 +62,26 @@ func (in *ElectionInspection) Leader() (l Leader, ttl time.Duration, ok bool) {
 	return agreed[0].Leader, agreed[0].TTL, true
 }
 
+// Holders returns who holds the election's lock now: the hold on a
+// quorum of nodes of the election key (the leader's, or a campaign's
+// that won the lock and is writing its record); none when no one holds
+// it on a quorum. Leader says whom the record names.
+func (in *ElectionInspection) Holders() []Hold {
+	var all []Hold
+	for _, n := range in.Nodes {
+		if n.Holder != nil {
+			all = append(all, *n.Holder)
+		}
+	}
+	return onQuorum(in.Quorum, all, holdID, self)
+}
+
 // Inspect asks every node at once what it holds for the election: the
 // election key's holder and TTL, its fence counter (the latest term), the
 // queued campaigns, and the leader record. It reads and writes nothing
 // else, and is bounded as Client.Inspect is. A node that does not answer
 // has its Err set; Inspect itself fails only on an empty name, a nil ctx,
-// or a closed Client (pool.ErrClosed). See docs/operations.md.
+// or a closed Client (ErrClosed). See docs/operations.md.
 func (e *Election) Inspect(ctx context.Context) (*ElectionInspection, error) {
 	if err := e.check(ctx); err != nil {
 		return nil, err

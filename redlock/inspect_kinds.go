@@ -27,8 +27,14 @@ type Hold struct {
 	// TTL is how long it has left on the node's clock; -1 when it has no
 	// TTL. In what a quorum agrees on, the least of those nodes'.
 	TTL time.Duration
-	id  uint64 // a hash of the token (or the waiter id of an intent)
+	// Slot is a semaphore permit's slot, from 0; 0 for other holds.
+	Slot int
+	id   uint64 // a hash of the token (or the waiter id of an intent)
 }
+
+// holdID and self are how onQuorum reads a Hold.
+func holdID(h *Hold) uint64 { return h.id }
+func self(h *Hold) *Hold    { return h }
 
 // newHold returns the hold of token, with pttl ms left (-1: no TTL).
 func newHold(token, holder string, pttl int64) Hold {
@@ -92,22 +98,21 @@ type SemaphoreNode struct {
 	Queued int
 }
 
-// Permit is a semaphore's slot held on a node.
+// Permit is a semaphore's slot held on a node (its Hold's Slot).
 type Permit struct {
-	Slot int // from 0
 	Hold
 	Reserved bool // kept free for a waiting call rather than held
 }
 
-// InUse returns the permits held by one holder on a quorum of nodes, by
-// slot: the permits in use. A permit held on fewer nodes (being taken or
-// released, or a split round's) is not among them.
-func (in *SemaphoreInspection) InUse() []Permit {
-	var all []Permit
+// Holders returns the permits in use: each slot held by one holder on a
+// quorum of nodes, by slot (Hold.Slot). A permit held on fewer nodes
+// (being taken or released, or a split round's) is not among them.
+func (in *SemaphoreInspection) Holders() []Hold {
+	var all []Hold
 	for _, n := range in.Nodes {
 		for _, p := range n.Permits {
 			if !p.Reserved {
-				all = append(all, p)
+				all = append(all, p.Hold)
 			}
 		}
 	}
@@ -115,8 +120,8 @@ func (in *SemaphoreInspection) InUse() []Permit {
 		slot int
 		id   uint64
 	}
-	held := onQuorum(in.Quorum, all, func(p *Permit) key { return key{p.Slot, p.id} }, func(p *Permit) *Hold { return &p.Hold })
-	slices.SortStableFunc(held, func(a, b Permit) int { return cmp.Compare(a.Slot, b.Slot) })
+	held := onQuorum(in.Quorum, all, func(h *Hold) key { return key{h.Slot, h.id} }, self)
+	slices.SortStableFunc(held, func(a, b Hold) int { return cmp.Compare(a.Slot, b.Slot) })
 	return held
 }
 
@@ -125,7 +130,7 @@ func (in *SemaphoreInspection) InUse() []Permit {
 // It reads and writes nothing else, takes no permit, and is bounded as
 // Client.Inspect is. A node that does not answer has its Err set; Inspect
 // itself fails only on a bad semaphore (name or permits), a nil ctx, or
-// a closed Client (pool.ErrClosed). See docs/operations.md.
+// a closed Client (ErrClosed). See docs/operations.md.
 func (s *Semaphore) Inspect(ctx context.Context) (*SemaphoreInspection, error) {
 	switch {
 	case ctx == nil:
@@ -152,7 +157,8 @@ func (s *Semaphore) Inspect(ctx context.Context) (*SemaphoreInspection, error) {
 		for slot, sl := range w.Slots {
 			if sl.Held {
 				h, reserved := slotHold(sl)
-				n.Permits = append(n.Permits, Permit{Slot: slot, Hold: h, Reserved: reserved})
+				h.Slot = slot
+				n.Permits = append(n.Permits, Permit{Hold: h, Reserved: reserved})
 			}
 		}
 	})

@@ -59,7 +59,7 @@ func TestSemaphoreInspect_namesThePermitsInUseAndTheQueue(t *testing.T) {
 	require.Zero(t, in.Nodes[1].Queued)
 	require.Equal(t, "zz9", in.Nodes[0].Permits[2].Holder)
 
-	used := in.InUse()
+	used := in.Holders()
 	require.Len(t, used, 2, "slot 2 is on too few nodes")
 	require.Equal(t, []int{0, 1}, []int{used[0].Slot, used[1].Slot})
 	require.Equal(t, []string{a.ID(), b.ID()}, []string{used[0].Holder, used[1].Holder})
@@ -67,7 +67,7 @@ func TestSemaphoreInspect_namesThePermitsInUseAndTheQueue(t *testing.T) {
 	require.NoError(t, pa.Unlock(ctx))
 	in, err = a.Semaphore("pool", 3).Inspect(ctx)
 	require.NoError(t, err)
-	used = in.InUse()
+	used = in.Holders()
 	require.Len(t, used, 1)
 	require.Equal(t, b.ID(), used[0].Holder)
 }
@@ -82,7 +82,7 @@ func TestSemaphoreInspect_tellsHoldsOfOneClientApart(t *testing.T) {
 	}
 	in, err := c.Semaphore("pool", 2).Inspect(context.Background())
 	require.NoError(t, err)
-	require.Empty(t, in.InUse())
+	require.Empty(t, in.Holders())
 	require.Equal(t, time.Duration(-1), in.Nodes[0].Permits[0].TTL, "a key without TTL")
 	require.Zero(t, in.Nodes[0].Size, "no acquisition set the size")
 }
@@ -116,7 +116,7 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 	ctx := context.Background()
 	in, err := a.RWLock("doc").Inspect(ctx)
 	require.NoError(t, err)
-	mode, holds := in.Agreed()
+	mode, holds := in.Mode(), in.Holders()
 	require.Equal(t, RWFree, mode)
 	require.Empty(t, holds)
 
@@ -142,7 +142,7 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 		require.Equal(t, "zz9", n.Intent.Holder)
 		require.False(t, n.Mutex)
 	}
-	mode, holds = in.Agreed()
+	mode, holds = in.Mode(), in.Holders()
 	require.Equal(t, RWRead, mode)
 	require.ElementsMatch(t, []string{a.ID(), b.ID()}, []string{holds[0].Holder, holds[1].Holder})
 	require.Positive(t, holds[0].TTL)
@@ -161,7 +161,7 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 	waitHeld(t, nodes, keys[0], w.Token())
 	in, err = a.RWLock("doc").Inspect(ctx)
 	require.NoError(t, err)
-	mode, holds = in.Agreed()
+	mode, holds = in.Mode(), in.Holders()
 	require.Equal(t, RWWrite, mode)
 	require.Len(t, holds, 1)
 	require.Equal(t, b.ID(), holds[0].Holder)

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
@@ -58,12 +57,24 @@ type RWNode struct {
 	Mutex bool
 }
 
-// Agreed returns what a quorum of nodes agrees the lock is held as, and
-// by whom: RWWrite and the writer when one writer holds it on a quorum;
-// otherwise RWRead and the readers that each hold it on a quorum, when
-// any does; otherwise RWFree (no hold on a quorum: free, or a hold being
+// Mode returns what a quorum of nodes agrees the lock is held as: RWWrite
+// when one writer holds it on a quorum; otherwise RWRead when a reader
+// does; otherwise RWFree (no hold on a quorum: free, or a hold being
 // taken or released).
-func (in *RWInspection) Agreed() (RWMode, []Hold) {
+func (in *RWInspection) Mode() RWMode {
+	m, _ := in.agreed()
+	return m
+}
+
+// Holders returns who holds the lock now, as Mode says: the writer, or
+// the readers that each hold it on a quorum; none when it is free.
+func (in *RWInspection) Holders() []Hold {
+	_, hs := in.agreed()
+	return hs
+}
+
+// agreed is Mode and Holders.
+func (in *RWInspection) agreed() (RWMode, []Hold) {
 	var writers, readers []Hold
 	for _, n := range in.Nodes {
 		if n.Writer != nil {
@@ -71,12 +82,10 @@ func (in *RWInspection) Agreed() (RWMode, []Hold) {
 		}
 		readers = append(readers, n.Readers...)
 	}
-	key := func(h *Hold) uint64 { return h.id }
-	self := func(h *Hold) *Hold { return h }
-	if w := onQuorum(in.Quorum, writers, key, self); len(w) > 0 {
+	if w := onQuorum(in.Quorum, writers, holdID, self); len(w) > 0 {
 		return RWWrite, w
 	}
-	if r := onQuorum(in.Quorum, readers, key, self); len(r) > 0 {
+	if r := onQuorum(in.Quorum, readers, holdID, self); len(r) > 0 {
 		return RWRead, r
 	}
 	return RWFree, nil
@@ -87,13 +96,13 @@ func (in *RWInspection) Agreed() (RWMode, []Hold) {
 // mutex holds the name. It reads and writes nothing else, takes no lock,
 // and is bounded as Client.Inspect is. A node that does not answer has
 // its Err set; Inspect itself fails only on an empty name, a nil ctx, or
-// a closed Client (pool.ErrClosed). See docs/operations.md.
+// a closed Client (ErrClosed). See docs/operations.md.
 func (rw *RWLock) Inspect(ctx context.Context) (*RWInspection, error) {
 	switch {
 	case ctx == nil:
 		return nil, errNilContext
 	case rw.name == "":
-		return nil, errors.New("redlock: empty read-write lock name")
+		return nil, errEmptyName
 	}
 	c := rw.c
 	in := &RWInspection{Name: rw.name, Quorum: c.quorum, Nodes: make([]RWNode, len(c.pools))}

@@ -25,8 +25,7 @@ func TestInspect_aFreeKey(t *testing.T) {
 		require.Empty(t, n.Holder)
 		require.Zero(t, n.Fence)
 	}
-	_, held := in.HeldBy()
-	require.False(t, held)
+	require.Empty(t, in.Holders())
 }
 
 // The holder is named by its Client's ID, on every node it holds, and
@@ -41,9 +40,10 @@ func TestInspect_namesTheHoldingClient(t *testing.T) {
 	for _, c := range []*Client{holder, other} {
 		in, err := c.Inspect(context.Background(), "k")
 		require.NoError(t, err)
-		who, held := in.HeldBy()
-		require.True(t, held)
-		require.Equal(t, holder.ID(), who)
+		who := in.Holders()
+		require.Len(t, who, 1)
+		require.Equal(t, holder.ID(), who[0].Holder)
+		require.Equal(t, time.Minute, who[0].TTL)
 		heldOn, fenced := 0, 0
 		for _, n := range in.Nodes {
 			if n.Fence > 0 {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/quorumlock/redlock/internal/wire"
 )
 
 // Lock is a lock held on a quorum of nodes, returned by TryLock, Lock or
@@ -32,20 +29,12 @@ type Lock struct {
 	// of a hand-off after another round); the release gives those up too.
 	// "" otherwise.
 	handoffToken string
-	// keys are a multi-key lock's keys, sorted (key is the first); nil
-	// for a lock on one key. fences are their fences, with WithFencing.
-	keys   []string
+	// fences are a multi-key lock's fences, in the order of its keys,
+	// with WithFencing; nil otherwise.
 	fences []uint64
-	// sem is the semaphore of a permit (its key is the permit's slot);
-	// nil for any other lock.
-	sem *Semaphore
-	// rw is the read-write lock of a reader's or writer's hold (its key is
-	// the readers' or the writer's key); nil for any other lock.
-	rw *RWLock
-	// leader is an election leader's record (election.go), which each
-	// extension writes back where it is missing; nil for any other lock,
-	// and until Campaign has written the record.
-	leader atomic.Pointer[leaderRecord]
+	// kind is the kind of lock it is (kind.go): how it is extended and
+	// released, and what observers call it.
+	kind kind
 
 	acquired time.Time // start of the round that took the lock; zero for a restored one
 
@@ -113,7 +102,7 @@ func (l *Lock) Validity() time.Duration {
 // quorum it returns a *QuorumError matching ErrLockLost, and when a quorum
 // said the key is no longer ours the lock's context ends with it. Once the
 // context has ended it returns the cause and asks no node; after Unlock,
-// ErrReleased; on a closed Client, pool.ErrClosed. See docs/algorithm.md.
+// ErrReleased; on a closed Client, ErrClosed. See docs/algorithm.md.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(ctx); err != nil {
 		return err
@@ -135,16 +124,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	// Before the round: a node that restarts once it may hold the key for
 	// ttl waits at least ttl before this Client counts it.
 	l.c.noteTTL(ttl)
-	ms := ttl.Milliseconds()
-	req := request{script: wire.Extend, args: wire.ExtendArgs(l.key, l.token, ms, extendAlso(l.token, l.handoffToken)), status: doneStatus, after: l.after}
-	switch {
-	case l.keys != nil:
-		req.script, req.args = wire.MultiExtend, wire.MultiExtendArgs(l.keys, l.token, ms)
-	case l.rw != nil:
-		req.script, req.args = wire.RWExtend, wire.RWExtendArgs(&l.rw.keys, l.token, ms)
-	case l.leader.Load() != nil:
-		req.script, req.args = wire.LeaderExtend, l.leader.Load().extendArgs(l.token, ms)
-	}
+	req := request{status: doneStatus, after: l.after}
+	req.script, req.args = l.kind.extend(l, ttl.Milliseconds())
 	r, err := l.c.run(ctx, req)
 	if err != nil {
 		return err
@@ -156,7 +137,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	err = l.notExtended(ctx, r, until)
 	if l.c.observing() {
-		l.c.emit(Event{Kind: EventExtendFailed, Lock: l.kind(), Key: l.name(), Err: err})
+		l.c.emit(Event{Kind: EventExtendFailed, Lock: l.kind.is(), Key: l.name(), Err: err})
 	}
 	return err
 }
@@ -223,7 +204,7 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 // it is logged (WithLogger) and reported as EventNotAnnounced, since
 // waiting Lock calls then wake only by the back-off. The release goes out
 // even when ctx has ended (ctx.Err() joins the error); a closed Client
-// returns pool.ErrClosed.
+// returns ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.check(ctx); err != nil {
 		return err
@@ -256,42 +237,28 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if !r.ok {
 		return l.c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0)
 	}
-	l.c.unannounced(l.name(), l.kind(), r)
+	l.c.unannounced(l.name(), l.kind.is(), r)
 	return nil
 }
 
-// releaseRequest is the release of l, sent even when the caller's
-// context has ended. A key that is not contended (the lock was taken
-// without waiting and the Client waits for no one on it) is released the
-// short way, which leaves the key free; release_free.lua says why the
-// order of a queue, if there is one after all, still holds. Otherwise the
-// queue's release gives the key to the head of the queue, and takes the
-// call that waited for the lock out of the queue.
+// releaseRequest is the release of l (its kind's), sent even when the
+// caller's context has ended.
 func (l *Lock) releaseRequest() request {
-	req := request{script: wire.Release, status: doneStatus, after: l.after, always: true}
-	switch {
-	case l.sem != nil:
-		req.script, req.args = wire.SemRelease, wire.SemReleaseSlotArgs(l.sem.name, l.key, l.token)
-	case l.rw != nil:
-		req.script, req.args = wire.RWRelease, wire.RWReleaseArgs(l.rw.name, &l.rw.keys, l.token, "")
-	case l.keys != nil:
-		req.script, req.args = wire.MultiRelease, wire.MultiReleaseArgs(l.keys, l.token)
-	case l.queueID != "" || l.c.notify.subscribed(l.key):
-		req.args = l.c.queue.ReleaseArgs(l.key, l.token, l.queueID, l.handoffToken)
-	case l.plainArgs != nil:
-		req.script, req.args = wire.ReleaseFree, wire.ReleaseFreeArgs(l.plainArgs[0], l.plainArgs[1])
-	default:
-		req.script, req.args = wire.ReleaseFree, wire.ReleaseFreeArgs(l.key, l.token)
-	}
+	req := request{status: doneStatus, after: l.after, always: true}
+	req.script, req.args = l.kind.release(l)
 	return req
 }
+
+// name is what observers, logs and errors call the lock: the name its
+// caller gave (kind.name).
+func (l *Lock) name() string { return l.kind.name(l.key) }
 
 func (l *Lock) check(ctx context.Context) error {
 	switch {
 	case ctx == nil:
 		return errNilContext
 	case l.key == "":
-		return errors.New("redlock: empty key")
+		return errEmptyName
 	case l.token == "":
 		return errors.New("redlock: empty token")
 	}

@@ -27,7 +27,7 @@ func multiKeys(keys []string) ([]string, error) {
 	ks = slices.Compact(ks)
 	switch {
 	case ks[0] == "":
-		return nil, errors.New("redlock: empty key")
+		return nil, errEmptyName
 	case len(ks) > maxMultiKeys:
 		return nil, fmt.Errorf("redlock: %d keys: a multi-key lock takes at most %d", len(ks), maxMultiKeys)
 	}
@@ -45,8 +45,8 @@ func multiKeys(keys []string) ([]string, error) {
 // the node refuses (CROSSSLOT) and the error says so. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return c.multi(ctx, keys, ttl, opts, c.TryLock, func(ks []string, cfg lockConfig) (*Lock, time.Time, error) {
-		l, err := c.tryMulti(ctx, ks, ttl, cfg)
+	return c.multi(ctx, keys, ttl, opts, c.TryLock, func(m *multi, cfg lockConfig) (*Lock, time.Time, error) {
+		l, err := c.tryMulti(ctx, m, ttl, cfg)
 		return l, time.Time{}, err
 	})
 }
@@ -57,7 +57,7 @@ func (c *Client) TryLockMulti(ctx context.Context, keys []string, ttl time.Durat
 // it was not), and tells the observers.
 func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, opts []LockOption,
 	single func(context.Context, string, time.Duration, ...LockOption) (*Lock, error),
-	take func(ks []string, cfg lockConfig) (*Lock, time.Time, error)) (*Lock, error) {
+	take func(m *multi, cfg lockConfig) (*Lock, time.Time, error)) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -73,22 +73,23 @@ func (c *Client) multi(ctx context.Context, keys []string, ttl time.Duration, op
 		return nil, err
 	}
 	since := c.cfg.clock.Now()
-	l, refused, err := take(ks, cfg)
-	c.acquiredAs(KindMulti, strings.Join(ks, ","), since, refused, err)
+	m := &multi{ks: ks, joint: strings.Join(ks, ",")}
+	l, refused, err := take(m, cfg)
+	c.acquiredAs(KindMulti, m.joint, since, refused, err)
 	return l, err
 }
 
 // LockMulti is TryLockMulti that waits until it holds every key or ctx
 // ends (the error then matches ErrNotAcquired and ctx.Err()), or the
-// Client is closed (pool.ErrClosed). Between attempts it sleeps until a
+// Client is closed (ErrClosed). Between attempts it sleeps until a
 // release of one of the keys is announced, the refusing nodes' keys run
 // out, or the back-off (WithRetry) passes. A multi-key call does not
 // queue: single-key waiters of the same keys are served in their order,
 // and a multi-key waiter takes the keys when it finds them all free. See
 // docs/waiting.md, "Locks over several keys".
 func (c *Client) LockMulti(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
-	return c.multi(ctx, keys, ttl, opts, c.Lock, func(ks []string, cfg lockConfig) (*Lock, time.Time, error) {
-		return c.waitMulti(ctx, ks, ttl, cfg)
+	return c.multi(ctx, keys, ttl, opts, c.Lock, func(m *multi, cfg lockConfig) (*Lock, time.Time, error) {
+		return c.waitMulti(ctx, m, ttl, cfg)
 	})
 }
 
@@ -102,12 +103,13 @@ func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, 
 }
 
 // Keys returns the lock's keys, sorted: one for a lock taken by TryLock,
-// Lock, Do or Restore.
+// Lock, Do or Restore (its Key), and for a semaphore's permit or a
+// read-write lock's hold.
 func (l *Lock) Keys() []string {
-	if l.keys == nil {
-		return []string{l.key}
+	if ks := l.kind.keys(); ks != nil {
+		return slices.Clone(ks)
 	}
-	return slices.Clone(l.keys)
+	return []string{l.key}
 }
 
 // Fences returns the fencing token of each key, in the order of Keys;
@@ -119,19 +121,46 @@ func (l *Lock) Fences() []uint64 {
 	return slices.Clone(l.fences)
 }
 
-// name is what observers and logs call the lock: its key, or its keys
-// joined by commas.
-func (l *Lock) name() string {
-	if l.keys == nil {
-		return l.key
+// multi is the kind of a lock on several keys at once: one script per
+// node takes them all or none, extends and releases them all.
+type multi struct {
+	ks    []string // sorted, distinct
+	joint string   // the keys joined by commas: what observers call the lock
+}
+
+func (m *multi) is() LockKind                                    { return KindMulti }
+func (m *multi) name(string) string                              { return m.joint }
+func (m *multi) keys() []string                                  { return m.ks }
+func (m *multi) handle(*Lock, *Handle)                           {}
+func (m *multi) fenceAt(reply any, n, k int) (wire.Fence, error) { return wire.FenceAt(reply, n, k) }
+func (m *multi) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) {
+	return wire.MultiRelease, wire.MultiReleaseArgs(m.ks, g.token)
+}
+func (m *multi) extend(l *Lock, ms int64) (*pool.Script, []any) {
+	return wire.MultiExtend, wire.MultiExtendArgs(m.ks, l.token, ms)
+}
+func (m *multi) release(l *Lock) (*pool.Script, []any) {
+	return wire.MultiRelease, wire.MultiReleaseArgs(m.ks, l.token)
+}
+
+// restoreMulti restores a Handle of a multi-key lock: its keys, sorted
+// and distinct as the lock has them.
+func restoreMulti(_ *Client, h *Handle) (kind, string, error) {
+	ks, err := multiKeys(h.Keys)
+	if err == nil && (len(ks) != len(h.Keys) || len(ks) < 2) {
+		err = errors.New("redlock: handle of a multi-key lock: its keys are two or more, sorted and distinct (Lock.Keys)")
 	}
-	return strings.Join(l.keys, ",")
+	if err != nil {
+		return nil, "", err
+	}
+	return &multi{ks: ks, joint: strings.Join(ks, ",")}, ks[0], nil
 }
 
 // multiGrab describes a multi-key acquisition round of ks: one script
 // per node takes every key or none.
-func (c *Client) multiGrab(ks []string, ttl time.Duration, cfg lockConfig) (grab, error) {
-	g := grab{name: strings.Join(ks, ","), keys: ks, key: ks[0], ttl: ttl, cfg: cfg, kind: kindMulti}
+func (c *Client) multiGrab(m *multi, ttl time.Duration, cfg lockConfig) (grab, error) {
+	ks := m.ks
+	g := grab{name: m.joint, key: ks[0], ttl: ttl, cfg: cfg, kind: m}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return g, err
@@ -149,8 +178,8 @@ func (c *Client) multiGrab(ks []string, ttl time.Duration, cfg lockConfig) (grab
 
 // tryMulti is one multi-key acquisition round (and, fenced, the
 // write-back of each key's fence).
-func (c *Client) tryMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
-	g, err := c.multiGrab(ks, ttl, cfg)
+func (c *Client) tryMulti(ctx context.Context, m *multi, ttl time.Duration, cfg lockConfig) (*Lock, error) {
+	g, err := c.multiGrab(m, ttl, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +189,8 @@ func (c *Client) tryMulti(ctx context.Context, ks []string, ttl time.Duration, c
 
 // waitMulti takes ks, waiting as LockMulti says; refused is when its
 // first round was refused (zero when it was not).
-func (c *Client) waitMulti(ctx context.Context, ks []string, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
-	return c.waitUnqueued(ctx, ks, "", cfg, func() (*Lock, error) { return c.tryMulti(ctx, ks, ttl, cfg) })
+func (c *Client) waitMulti(ctx context.Context, m *multi, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
+	return c.waitUnqueued(ctx, m.ks, "", cfg, func() (*Lock, error) { return c.tryMulti(ctx, m, ttl, cfg) })
 }
 
 // waitUnqueued is the waiting of every call that does not queue on the
@@ -252,7 +281,7 @@ func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
 		kw := c.notify.join(k, mw)
 		if kw == nil {
 			mw.leave()
-			return nil, pool.ErrClosed
+			return nil, ErrClosed
 		}
 		mw.kws = append(mw.kws, kw)
 	}
@@ -324,7 +353,7 @@ func (mw *multiWaiter) isArmed() bool {
 
 // sleep waits d, or until a release of one of the keys is announced once
 // floor has passed (woken), ctx ends (its error) or the Client closes
-// (pool.ErrClosed).
+// (ErrClosed).
 func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken bool, err error) {
 	if floor = min(floor, d); floor > 0 {
 		// A wake-up meanwhile stays in mw.wake for the wait below.
@@ -336,7 +365,7 @@ func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken
 			return false, ctx.Err()
 		case <-mw.c.bg.closing():
 			mw.c.putTimer(t)
-			return false, pool.ErrClosed
+			return false, ErrClosed
 		}
 		mw.c.putTimer(t)
 		d -= floor
@@ -350,7 +379,7 @@ func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-mw.c.bg.closing():
-		return false, pool.ErrClosed
+		return false, ErrClosed
 	}
 	return false, nil
 }

@@ -151,7 +151,7 @@ func TestTryLockMulti_oneKeyIsTryLock(t *testing.T) {
 	l, err := c.TryLockMulti(context.Background(), []string{"a", "a"}, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, l.Keys())
-	require.Nil(t, l.keys)
+	require.Equal(t, mutex{}, l.kind)
 }
 
 func TestTryLockMulti_namesTheHashTagOnACrossSlotRefusal(t *testing.T) {

@@ -336,7 +336,7 @@ func newKeyWaiter(t *testing.T, c *Client, key string, since time.Time) *waiter 
 	t.Helper()
 	cfg, err := c.lockConfig(key, ttl, nil)
 	require.NoError(t, err)
-	w, err := c.newWaiter(key, ttl, cfg, since)
+	w, err := c.newWaiter(mutex{}, key, ttl, cfg, since)
 	require.NoError(t, err)
 	return w
 }

@@ -3,10 +3,7 @@ package redlock
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
-
-	"github.com/quorumlock/redlock/internal/wire"
 )
 
 // Observer is told what a Client does: every quorum round it decides,
@@ -98,46 +95,6 @@ const (
 	EventNotAnnounced
 )
 
-// LockKind is the kind of lock an Event concerns: which call took it.
-// Its String is what metrics call it (otelredlock's redlock.kind).
-type LockKind uint8
-
-// The kinds of lock. The zero LockKind is no lock: a node's event.
-const (
-	// KindMutex: a lock on one key (TryLock, Lock, Do; a multi-key call
-	// given one distinct key; a restored lock).
-	KindMutex LockKind = iota + 1
-	// KindMulti: a lock on several keys at once (TryLockMulti, LockMulti,
-	// DoMulti).
-	KindMulti
-	// KindSemaphore: a semaphore's permit (Semaphore's TryAcquire,
-	// Acquire, Do). Event.Key is the semaphore's name.
-	KindSemaphore
-	// KindRWRead: a read-write lock's reader (RLock, TryRLock, RDo).
-	// Event.Key is the lock's name.
-	KindRWRead
-	// KindRWWrite: a read-write lock's writer (Lock, TryLock, Do of an
-	// RWLock). Event.Key is the lock's name.
-	KindRWWrite
-	// KindElection: an election's leadership (Campaign, Run). Event.Key
-	// is the election key (docs/operations.md): a campaign that waits is
-	// reported once it leads or gives up, and an Unlock is a
-	// resignation.
-	KindElection
-)
-
-var lockKindNames = [...]string{"", "mutex", "multi", "semaphore", "rwlock_read", "rwlock_write", "election"}
-
-// String returns the kind's name: "mutex", "multi", "semaphore",
-// "rwlock_read", "rwlock_write" or "election"; "" for the zero
-// LockKind.
-func (k LockKind) String() string {
-	if int(k) < len(lockKindNames) {
-		return lockKindNames[k]
-	}
-	return "LockKind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Event is something that happened to a lock or a node (Observer.Event).
 type Event struct {
 	Kind EventKind
@@ -188,26 +145,10 @@ func (c *Client) emit(e Event) {
 	}
 }
 
-// acquired reports the end of a mutex or multi-key call on key that
-// began at since and whose first round was refused at refused (zero when
-// it was not). The kind is l's; without a lock, an election's if key is
-// an election key, a mutex's otherwise.
-func (c *Client) acquired(key string, since, refused time.Time, l *Lock, err error) {
-	if !c.observing() {
-		return
-	}
-	kind := KindMutex
-	switch {
-	case l != nil:
-		kind = l.kind()
-	case wire.IsElectionKey(key):
-		kind = KindElection
-	}
-	c.acquiredAs(kind, key, since, refused, err)
-}
-
-// acquiredAs reports the end of a call that took a lock of kind on key,
-// as acquired says; err is the call's error (nil when it took the lock).
+// acquiredAs reports the end of a call that took a lock of kind, called
+// key (kind.name: the name the caller gave), that began at since and
+// whose first round was refused at refused (zero when it was not); err
+// is the call's error (nil when it took the lock).
 func (c *Client) acquiredAs(kind LockKind, key string, since, refused time.Time, err error) {
 	if !c.observing() {
 		return
@@ -224,23 +165,6 @@ func (c *Client) acquiredAs(kind LockKind, key string, since, refused time.Time,
 	c.emit(e)
 }
 
-// kind returns the kind of lock l is.
-func (l *Lock) kind() LockKind {
-	switch {
-	case l.sem != nil:
-		return KindSemaphore
-	case l.rw != nil && l.key == l.rw.keys[0]:
-		return KindRWWrite
-	case l.rw != nil:
-		return KindRWRead
-	case l.keys != nil:
-		return KindMulti
-	case wire.IsElectionKey(l.key):
-		return KindElection
-	}
-	return KindMutex
-}
-
 // ended reports that lock l ended with cause, once, from the caller of
 // endLocked after it released l.mu: anything but Unlock is a loss.
 func (l *Lock) ended(cause error) {
@@ -253,7 +177,7 @@ func (l *Lock) ended(cause error) {
 	l.lost = true
 	l.mu.Unlock()
 	if first {
-		c.emit(Event{Kind: EventLost, Lock: l.kind(), Key: l.name(), Duration: l.held(), Err: cause})
+		c.emit(Event{Kind: EventLost, Lock: l.kind.is(), Key: l.name(), Duration: l.held(), Err: cause})
 	}
 }
 
@@ -266,7 +190,7 @@ func (l *Lock) releasedEvent(r *round) {
 	}
 	if r.ok {
 		if c.observing() {
-			c.emit(Event{Kind: EventReleased, Lock: l.kind(), Key: l.name(), Duration: l.held()})
+			c.emit(Event{Kind: EventReleased, Lock: l.kind.is(), Key: l.name(), Duration: l.held()})
 		}
 		return
 	}

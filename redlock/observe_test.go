@@ -285,7 +285,7 @@ func TestObserver_campaignEventsNameTheElection(t *testing.T) {
 	_, err = e.Campaign(gone, "you", ttl)
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.NoError(t, l.Unlock(ctx))
-	require.Equal(t, wire.ElectionKey("e"), rec.events[0].Key)
+	require.Equal(t, "e", rec.events[0].Key, "the name the caller gave")
 	want := [][2]string{{"acquired", "election"}, {"not acquired", "election"}, {"released", "election"}}
 	require.Equal(t, want, rec.lockKinds())
 

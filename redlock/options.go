@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -68,8 +69,20 @@ func (c *clientConfig) validate() error {
 // Option configures a Client.
 type Option interface{ applyClient(*clientConfig) }
 
-// LockOption configures one TryLock or Lock call.
+// LockOption configures one call that takes a lock of any kind: TryLock,
+// Lock, Do, the *Multi calls, a Semaphore's, an RWLock's, Campaign and
+// Run.
+//
+// A call given an option that its kind of lock does not support (only
+// WithFencing, on a read-write lock) fails before asking any node, with
+// an error that names the option and matches errors.ErrUnsupported.
 type LockOption interface{ applyLock(*lockConfig) }
+
+// unsupported is the error of a call on what (a kind of lock) named name,
+// given option, which that kind does not support.
+func unsupported(what, name, option string) error {
+	return fmt.Errorf("redlock: %s %q: %s is not supported: %w", what, name, option, errors.ErrUnsupported)
+}
 
 type clientOption func(*clientConfig)
 

@@ -92,7 +92,7 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
 func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
-	script, args := g.release(c, keep)
+	script, args := g.kind.undo(c, g, keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
 		by: g.owedBy, seq: g.seq}
 	var owed []int
@@ -208,7 +208,7 @@ type owedAttempt struct {
 
 // Receive implements async.Receiver.
 func (o owedAttempt) Receive(_ any, err error) {
-	if err != nil && !replied(err) && !errors.Is(err, pool.ErrClosed) {
+	if err != nil && !replied(err) && !errors.Is(err, ErrClosed) {
 		o.d.c.bg.goHeld(func() { o.d.settle(o.i, true, nil, true) }) // o.t still counts
 	}
 	o.t.done()
@@ -264,7 +264,7 @@ func (d *debt) settle(i int, acqAnswered bool, first chan result, optional bool)
 			}
 			continue // at once: this one went out after the node answered
 		}
-		if errors.Is(res.err, pool.ErrClosed) || !clk.Now().Before(d.until) {
+		if errors.Is(res.err, ErrClosed) || !clk.Now().Before(d.until) {
 			return
 		}
 		t := clk.NewTimer(pause)

@@ -40,7 +40,7 @@ func txClient(t *testing.T) (*Client, redis.Conn) {
 func queueRound(t *testing.T, c *Client, key string, w wire.Waiter) *round {
 	t.Helper()
 	require.True(t, c.txReady(), "pool.New's nodes send transactions")
-	g := c.queueGrab(key, 10*time.Second, lockConfig{}, w)
+	g := c.queueGrab(mutex{}, key, 10*time.Second, lockConfig{}, w)
 	r, err := c.run(context.Background(), g.req)
 	require.NoError(t, err)
 	return r
@@ -135,7 +135,7 @@ func TestQueueTx_aHostileReplyFailsTheNodeNamingIt(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	require.True(t, c.txReady())
 	w := wire.Waiter{ID: c.id + ".1", Since: time.Now().UnixMicro(), Round: 1, Handoff: c.id + ".1/h"}
-	g := c.queueGrab("k", 10*time.Second, lockConfig{}, w)
+	g := c.queueGrab(mutex{}, "k", 10*time.Second, lockConfig{}, w)
 	r, err := c.run(context.Background(), g.req)
 	require.NoError(t, err)
 	require.False(t, r.ok)
@@ -161,7 +161,7 @@ func TestQueueTx_aFailedTransactionOwesNoRelease(t *testing.T) {
 	c, err := New(pools, WithRestartSafety(0))
 	require.NoError(t, err)
 	w := wire.Waiter{ID: c.id + ".1", Since: time.Now().UnixMicro(), Round: 1, Handoff: c.id + ".1/h"}
-	g := c.queueGrab("k", 10*time.Second, lockConfig{}, w)
+	g := c.queueGrab(mutex{}, "k", 10*time.Second, lockConfig{}, w)
 	_, _, err = c.take(context.Background(), &g)
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.NoError(t, c.Close()) // waits for whatever was owed

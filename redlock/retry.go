@@ -20,14 +20,13 @@ const (
 // time between d/2 and d, d starting at min and doubling after each failed
 // round up to max. Given to New it is the Client's default; given to Lock,
 // that call's. Default 10ms to 250ms. See docs/waiting.md.
-func WithRetry(min, max time.Duration) interface {
-	Option
-	LockOption
-} {
-	return retryOption{backoff{min: min, max: max}}
+func WithRetry(min, max time.Duration) RetryOption {
+	return RetryOption{backoff{min: min, max: max}}
 }
 
-type retryOption struct{ b backoff }
+// RetryOption is WithRetry's option: both an Option (the Client's
+// default) and a LockOption (one call's).
+type RetryOption struct{ b backoff }
 
 // pacer sets the wait after a failed round: backoff, or a test's.
 type pacer interface {
@@ -35,8 +34,8 @@ type pacer interface {
 	validate() error
 }
 
-func (o retryOption) applyClient(c *clientConfig) { c.retry = o.b }
-func (o retryOption) applyLock(c *lockConfig)     { c.retry = o.b }
+func (o RetryOption) applyClient(c *clientConfig) { c.retry = o.b }
+func (o RetryOption) applyLock(c *lockConfig)     { c.retry = o.b }
 
 // backoff waits a random time between half of d and d, where d starts at
 // min and doubles after every failed round up to max. The random half

@@ -53,10 +53,12 @@ type queueTx struct {
 }
 
 // choice is how a choice round reads its replies: which of n choices a
-// NodeOK reply took. The round is won by a quorum that took the same one.
+// NodeOK reply took. The round is won by a quorum that took the same one,
+// and the lock it takes is on that choice's key.
 type choice struct {
 	n    int
 	read func(reply any) int
+	key  func(choice int) string
 }
 
 // tally is a choice round's count of the replies read before its
@@ -370,7 +372,7 @@ func (c *Client) run(ctx context.Context, req request) (*round, error) {
 		return r, nil
 	}
 	if !c.bg.expect(len(c.pools)) {
-		return nil, pool.ErrClosed
+		return nil, ErrClosed
 	}
 	r.sendAll(ctx)
 	r.decide(ctx)

@@ -457,7 +457,7 @@ func TestTryLock_rejectsBadArguments(t *testing.T) {
 		opts []LockOption
 		want string
 	}{
-		"empty key":        {"", ttl, nil, "empty key"},
+		"empty key":        {"", ttl, nil, "empty name"},
 		"ttl under drift":  {"k", 2 * time.Millisecond, nil, "ttl 2ms leaves no validity after the clock-drift allowance"},
 		"ttl under 1ms":    {"k", time.Microsecond, nil, "under the 1ms"},
 		"negative minimum": {"k", ttl, []LockOption{WithMinValidity(-1)}, "minimum validity -1ns must not be negative"},

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -38,7 +39,8 @@ func (rw *RWLock) Name() string { return rw.name }
 
 // TryRLock makes one attempt to join the readers for ttl, as TryLock
 // does: a *QuorumError matching ErrNotAcquired when a writer holds the
-// lock or waits for it. WithFencing is not supported on read-write locks.
+// lock or waits for it. A read-write lock mints no fences: WithFencing
+// fails every call (errors.ErrUnsupported).
 func (rw *RWLock) TryRLock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	return rw.take(ctx, ttl, opts, true, false)
 }
@@ -83,7 +85,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	}
 	cfg, err := rw.c.lockConfig(rw.name, ttl, opts)
 	if err == nil && cfg.fencing {
-		err = fmt.Errorf("redlock: read-write lock %q: WithFencing is not supported on read-write locks", rw.name)
+		err = unsupported("read-write lock", rw.name, "WithFencing")
 	}
 	if err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 // waiter ("" for none). It returns the round too, nil when none was sent.
 func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string) (*Lock, *round, error) {
 	c := rw.c
-	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: kindRW, rw: rw}
+	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw}}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return nil, nil, err
@@ -116,7 +118,7 @@ func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, re
 	g.req = request{script: wire.RWRead, args: wire.RWReadArgs(&rw.keys, g.token, ttl.Milliseconds()),
 		status: rw.status, keep: true, gate: true}
 	if !reader {
-		g.key = rw.keys[0]
+		g.key, g.kind = rw.keys[0], writeHold{rw}
 		intent := int64(0)
 		if waiter != "" {
 			intent = (c.refresh() + c.entrySlack()).Milliseconds()
@@ -160,4 +162,75 @@ func (rw *RWLock) status(addr string, reply any, err error) (NodeStatus, error) 
 			"%q is held as a mutex (Lock, TryLock) on this node: a name is either a mutex or a read-write lock", rw.name)}
 	}
 	return grantStatus(addr, reply, nil)
+}
+
+// readHold is the kind of a reader's hold of a read-write lock: the
+// lock's key is the readers' hash, which holds the token.
+type readHold struct{ rw *RWLock }
+
+// writeHold is the kind of the writer's hold: the lock's key is the
+// writer's key.
+type writeHold struct{ rw *RWLock }
+
+func (readHold) is() LockKind                                           { return KindRWRead }
+func (writeHold) is() LockKind                                          { return KindRWWrite }
+func (h readHold) name(string) string                                   { return h.rw.name }
+func (h writeHold) name(string) string                                  { return h.rw.name }
+func (readHold) keys() []string                                         { return nil }
+func (writeHold) keys() []string                                        { return nil }
+func (h readHold) handle(_ *Lock, hd *Handle)                           { hd.Name = h.rw.name }
+func (h writeHold) handle(_ *Lock, hd *Handle)                          { hd.Name = h.rw.name }
+func (h readHold) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) { return h.rw.release(g.token) }
+func (h writeHold) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) {
+	return h.rw.release(g.token)
+}
+func (h readHold) release(l *Lock) (*pool.Script, []any)          { return h.rw.release(l.token) }
+func (h writeHold) release(l *Lock) (*pool.Script, []any)         { return h.rw.release(l.token) }
+func (h readHold) extend(l *Lock, ms int64) (*pool.Script, []any) { return h.rw.extend(l.token, ms) }
+func (h writeHold) extend(l *Lock, ms int64) (*pool.Script, []any) {
+	return h.rw.extend(l.token, ms)
+}
+func (readHold) fenceAt(any, int, int) (wire.Fence, error)  { return wire.Fence{}, errRWFence }
+func (writeHold) fenceAt(any, int, int) (wire.Fence, error) { return wire.Fence{}, errRWFence }
+
+// errRWFence: a read-write lock mints no fences (its calls refuse
+// WithFencing before any round).
+var errRWFence = errors.New("a read-write lock has no fence")
+
+// release is the script and arguments that free token's hold, reader's
+// or writer's, and announce it.
+func (rw *RWLock) release(token string) (*pool.Script, []any) {
+	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, "")
+}
+
+// extend is the script and arguments that extend token's hold for ms.
+func (rw *RWLock) extend(token string, ms int64) (*pool.Script, []any) {
+	return wire.RWExtend, wire.RWExtendArgs(&rw.keys, token, ms)
+}
+
+// restoreRead and restoreWrite restore a Handle of a reader's or the
+// writer's hold: the read-write lock's name.
+func restoreRead(c *Client, h *Handle) (kind, string, error) {
+	rw, err := c.restoreRW(h)
+	if err != nil {
+		return nil, "", err
+	}
+	return readHold{rw}, rw.keys[1], nil
+}
+
+func restoreWrite(c *Client, h *Handle) (kind, string, error) {
+	rw, err := c.restoreRW(h)
+	if err != nil {
+		return nil, "", err
+	}
+	return writeHold{rw}, rw.keys[0], nil
+}
+
+// restoreRW returns the read-write lock of a hold's Handle.
+func (c *Client) restoreRW(h *Handle) (*RWLock, error) {
+	rw := c.RWLock(h.Name)
+	if h.Name == "" {
+		return nil, errEmptyName
+	}
+	return rw, nil
 }

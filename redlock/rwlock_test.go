@@ -133,7 +133,7 @@ func TestRWLock_aMutexOnTheNameIsAClearError(t *testing.T) {
 	}
 
 	_, err = c.RWLock("").TryRLock(ctx, ttl)
-	require.ErrorContains(t, err, "empty key")
+	require.ErrorContains(t, err, "empty name")
 	_, err = c.RWLock("doc").TryLock(ctx, ttl, WithFencing())
 	require.ErrorContains(t, err, "WithFencing is not supported")
 }

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -43,12 +42,12 @@ func (c *Client) Semaphore(name string, permits int) *Semaphore {
 	s := &Semaphore{c: c, name: name, permits: permits}
 	switch {
 	case name == "":
-		s.err = errors.New("redlock: empty semaphore name")
+		s.err = errEmptyName
 	case permits < 1 || permits > MaxPermits:
 		s.err = fmt.Errorf("redlock: semaphore %q: %d permits: a semaphore has from 1 to %d", name, permits, MaxPermits)
 	default:
 		s.keys, s.fkeys = wire.SemKeys(name, permits, false), wire.SemKeys(name, permits, true)
-		s.status, s.choice = s.permitStatus, choice{n: permits, read: permitSlot}
+		s.status, s.choice = s.permitStatus, choice{n: permits, read: permitSlot, key: s.slotKey}
 	}
 	return s
 }
@@ -81,7 +80,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 
 // Acquire takes a permit for ttl, round after round, until it succeeds or
 // ctx ends (the error then matches ErrNotAcquired and ctx.Err()), or the
-// Client closes (pool.ErrClosed). Between rounds it sleeps until a permit
+// Client closes (ErrClosed). Between rounds it sleeps until a permit
 // is announced free, a held permit's TTL runs out, or the back-off
 // (WithRetry) passes; after a round in which the nodes took different
 // slots it asks for the slot most of them took. Waiting calls queue on
@@ -123,7 +122,7 @@ func (s *Semaphore) config(ctx context.Context, ttl time.Duration, opts []LockOp
 // asking for slot prefer first (-1 for none). It returns the round too,
 // nil when none was sent.
 func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int, w wire.SemWait) (*Lock, *round, error) {
-	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: kindSemaphore, sem: s}
+	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: permit{s}}
 	var err error
 	if g.token, err = newTokenWith(s.c.tokenPrefix); err != nil {
 		return nil, nil, err
@@ -202,4 +201,57 @@ func grantedEverywhere(r *round) bool {
 		}
 	}
 	return true
+}
+
+// slotKey is the key of the permit slot i.
+func (s *Semaphore) slotKey(i int) string { return wire.PermitKey(s.name, i) }
+
+// permit is the kind of a semaphore's permit: the lock's key is the slot
+// it holds.
+type permit struct{ s *Semaphore }
+
+func (permit) is() LockKind                { return KindSemaphore }
+func (p permit) name(string) string        { return p.s.name }
+func (permit) keys() []string              { return nil }
+func (p permit) handle(_ *Lock, h *Handle) { h.Name, h.Permits = p.s.name, p.s.permits }
+
+// undo gives up every slot the token holds but the one kept.
+func (p permit) undo(_ *Client, g *grab, keep int) (*pool.Script, []any) {
+	return wire.SemRelease, wire.SemReleaseArgs(p.s.name, p.s.keys, p.s.permits, g.token, keep, "")
+}
+
+// fenceAt reads the fence of the slot a node took.
+func (permit) fenceAt(reply any, _, _ int) (wire.Fence, error) {
+	pr, ok := wire.ParsePermit(reply)
+	if !ok || pr.Fence.Epoch == "" {
+		return wire.Fence{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	return pr.Fence, nil
+}
+
+// extend extends the slot as a mutex's key is.
+func (permit) extend(l *Lock, ms int64) (*pool.Script, []any) {
+	return wire.Extend, wire.ExtendArgs(l.key, l.token, ms, "")
+}
+
+// release frees the slot and gives it to the longest waiter.
+func (p permit) release(l *Lock) (*pool.Script, []any) {
+	return wire.SemRelease, wire.SemReleaseSlotArgs(p.s.name, l.key, l.token)
+}
+
+// restorePermit restores a Handle of a permit: the semaphore's name and
+// permits, and the slot's key, which must be one of the semaphore's.
+func restorePermit(c *Client, h *Handle) (kind, string, error) {
+	s := c.Semaphore(h.Name, h.Permits)
+	if s.err != nil {
+		return nil, "", s.err
+	}
+	if len(h.Keys) == 1 {
+		for i := range s.permits {
+			if h.Keys[0] == s.slotKey(i) {
+				return permit{s}, h.Keys[0], nil
+			}
+		}
+	}
+	return nil, "", fmt.Errorf("redlock: handle of a permit of semaphore %q: its key is not one of the semaphore's %d slots", h.Name, h.Permits)
 }

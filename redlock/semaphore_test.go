@@ -103,7 +103,7 @@ func TestSemaphore_badArguments(t *testing.T) {
 	}{
 		{c.Semaphore("pool", 0), "0 permits: a semaphore has from 1 to 64"},
 		{c.Semaphore("pool", MaxPermits+1), "65 permits"},
-		{c.Semaphore("", 1), "empty semaphore name"},
+		{c.Semaphore("", 1), "empty name"},
 	} {
 		_, err := tc.s.TryAcquire(ctx, ttl)
 		require.ErrorContains(t, err, tc.want)

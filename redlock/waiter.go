@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
-	"github.com/quorumlock/redlock/pool"
 )
 
 // Lock takes key for ttl, round after round, until it succeeds or ctx
@@ -30,23 +29,30 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
+	return c.lockAs(ctx, mutex{}, key, ttl, cfg)
+}
+
+// lockAs is Lock for a lock of kind k on key (a mutex, or an election's
+// leadership), whose options cfg are checked.
+func (c *Client) lockAs(ctx context.Context, k kind, key string, ttl time.Duration, cfg lockConfig) (*Lock, error) {
 	since := c.cfg.clock.Now()
 	// The first round is a plain SET NX, so that an uncontended Lock costs
 	// what TryLock does; not when the Client already waits for the key
 	// (it is likely held, and the script queues) or the lock is fenced.
 	var first *round
+	var err error
 	subscribed, armed := c.notify.state(key)
 	if !subscribed && !cfg.fencing {
 		var l *Lock
-		if l, first, err = c.tryFirst(ctx, key, ttl, cfg); err == nil || asRefusal(err) == nil {
-			c.acquired(key, since, time.Time{}, l, err)
+		if l, first, err = c.tryFirst(ctx, k, key, ttl, cfg); err == nil || asRefusal(err) == nil {
+			c.acquiredAs(k.is(), k.name(key), since, time.Time{}, err)
 			return l, err
 		}
 	}
 	refusal := asRefusal(err)
-	w, err := c.newWaiter(key, ttl, cfg, since)
+	w, err := c.newWaiter(k, key, ttl, cfg, since)
 	if err != nil {
-		c.acquired(key, since, time.Time{}, nil, err)
+		c.acquiredAs(k.is(), k.name(key), since, time.Time{}, err)
 		return nil, err
 	}
 	if first != nil {
@@ -54,13 +60,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		w.pace.note(refusal)
 	}
 	l, err := w.lock(ctx, first, armed)
-	c.acquired(key, since, w.refused, l, err)
+	c.acquiredAs(k.is(), k.name(key), since, w.refused, err)
 	return l, err
 }
 
 // tryFirst is Lock's first round, TryLock's.
-func (c *Client) tryFirst(ctx context.Context, key string, ttl time.Duration, cfg lockConfig) (*Lock, *round, error) {
-	g, err := c.mutexGrab(key, ttl, cfg, nil)
+func (c *Client) tryFirst(ctx context.Context, k kind, key string, ttl time.Duration, cfg lockConfig) (*Lock, *round, error) {
+	g, err := c.mutexGrab(k, key, ttl, cfg, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -220,11 +226,11 @@ func (p *pacing) cut(err error) error {
 }
 
 // end is the error of a wait that ended with err after the refused round
-// qe: qe with the caller's context error as its cause, or pool.ErrClosed
+// qe: qe with the caller's context error as its cause, or ErrClosed
 // joined with qe.
 func (p *pacing) end(err error, qe *QuorumError) error {
-	if errors.Is(err, pool.ErrClosed) {
-		return errors.Join(pool.ErrClosed, qe)
+	if errors.Is(err, ErrClosed) {
+		return errors.Join(ErrClosed, qe)
 	}
 	e := *qe
 	e.Cause = err
@@ -238,10 +244,11 @@ func (p *pacing) end(err error, qe *QuorumError) error {
 // call's goroutine uses it, but for the announcements under mu, which the
 // notifier writes (it implements listener).
 type waiter struct {
-	c   *Client
-	key string
-	ttl time.Duration
-	cfg lockConfig
+	c    *Client
+	kind kind // of the lock it waits for: a mutex, or an election's leadership
+	key  string
+	ttl  time.Duration
+	cfg  lockConfig
 
 	// id is its entry in the key's queue on the nodes; "" when queueing is
 	// off (WithHandoffWindow(0)).
@@ -295,8 +302,8 @@ type waiter struct {
 // Client's clock). Its id is "<client id>.<n>", so that the nodes can tell
 // which Client to announce a hand-off to; "" when queueing is off. Unless
 // the lock is fenced, it takes hand-offs, under a token of its own.
-func (c *Client) newWaiter(key string, ttl time.Duration, cfg lockConfig, since time.Time) (*waiter, error) {
-	w := &waiter{c: c, key: key, ttl: ttl, cfg: cfg, wake: make(chan struct{}, 1), since: since,
+func (c *Client) newWaiter(k kind, key string, ttl time.Duration, cfg lockConfig, since time.Time) (*waiter, error) {
+	w := &waiter{c: c, kind: k, key: key, ttl: ttl, cfg: cfg, wake: make(chan struct{}, 1), since: since,
 		sinceWall: time.Now().UnixMicro() - c.cfg.clock.Now().Sub(since).Microseconds(),
 		pace:      pacing{c: c, retry: cfg.retry}}
 	if c.cfg.window > 0 {
@@ -379,10 +386,10 @@ func (w *waiter) round(ctx context.Context) (*Lock, *QuorumError, error) {
 		// The first round queues w with a transaction, cheaper for the
 		// node than the script (docs/benchmarks.md); it takes no key,
 		// and a free key makes w ask again at once.
-		g = w.c.queueGrab(w.key, w.ttl, w.cfg, ww)
+		g = w.c.queueGrab(w.kind, w.key, w.ttl, w.cfg, ww)
 	} else {
 		var err error
-		if g, err = w.c.mutexGrab(w.key, w.ttl, w.cfg, &ww); err != nil {
+		if g, err = w.c.mutexGrab(w.kind, w.key, w.ttl, w.cfg, &ww); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -472,7 +479,7 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 	}
 	// The lock's token is what the nodes that handed the key over after
 	// the round set.
-	g := grab{name: w.key, key: w.key, token: handedOffToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
+	g := grab{name: w.kind.name(w.key), key: w.key, kind: w.kind, token: handedOffToken(w.token, w.rounds), ttl: w.ttl, cfg: w.cfg,
 		adopt: func(l *Lock, _ *round) {
 			l.queueID, l.after = w.id, w.sent
 			l.handoffToken = w.token // a node may hold a hand-off after an earlier round, or an earlier round's token
@@ -489,7 +496,7 @@ func (w *waiter) handoff(ctx context.Context) *Lock {
 func (w *waiter) observeHandoff(start, until time.Time) {
 	c := w.c
 	now := c.cfg.clock.Now()
-	info := RoundInfo{Op: OpHandoff, Key: w.key, Start: start, Duration: now.Sub(start),
+	info := RoundInfo{Op: OpHandoff, Key: w.kind.name(w.key), Start: start, Duration: now.Sub(start),
 		Nodes: make([]NodeResult, len(c.pools)), Won: true, Validity: until.Sub(now), Drift: c.drift(w.ttl)}
 	for i, p := range c.pools {
 		info.Nodes[i].Addr = p.Addr()
@@ -543,7 +550,7 @@ func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
 // namedOnly, only the former counts), or a grace period after the first
 // such announcement (never past d), or until a node that w's latest round
 // could not ask confirmed the key's subscription (it is back), or until
-// ctx ends (its error) or the Client closes (pool.ErrClosed).
+// ctx ends (its error) or the Client closes (ErrClosed).
 func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly bool) error {
 	c, clk := w.c, w.c.cfg.clock
 	end := clk.Now().Add(d)
@@ -576,7 +583,7 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.bg.closing():
-			return pool.ErrClosed
+			return ErrClosed
 		}
 	}
 }

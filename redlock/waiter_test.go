@@ -216,7 +216,7 @@ func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
 	const ttl = 10 * time.Second
 	cfg, err := c.lockConfig("k", ttl, nil)
 	require.NoError(t, err)
-	w, err := c.newWaiter("k", ttl, cfg, since)
+	w, err := c.newWaiter(mutex{}, "k", ttl, cfg, since)
 	require.NoError(t, err)
 	return w
 }
@@ -260,14 +260,14 @@ func TestWaitToken(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, w.id, gotID)
 	ww := w.next()
-	g, err := c.mutexGrab("k", time.Second, w.cfg, &ww)
+	g, err := c.mutexGrab(mutex{}, "k", time.Second, w.cfg, &ww)
 	require.NoError(t, err)
 	gotID, gotHandoff, ok := waitToken(g.token)
 	require.True(t, ok)
 	require.Equal(t, w.id, gotID)
 	require.Equal(t, w.token, gotHandoff)
 	require.True(t, strings.HasSuffix(g.token, "/1"), "the round's number, counted before it is sent")
-	plain, err := c.mutexGrab("k", time.Second, w.cfg, nil)
+	plain, err := c.mutexGrab(mutex{}, "k", time.Second, w.cfg, nil)
 	require.NoError(t, err)
 	_, _, ok = waitToken(plain.token)
 	require.False(t, ok, "a plain round's token is a bare random value")

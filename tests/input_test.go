@@ -83,7 +83,7 @@ func TestTryLockAndLock_rejectBadArgumentsBeforeAskingAnyNode(t *testing.T) {
 		opts []redlock.LockOption
 		want string
 	}{
-		{"empty key", "", longTTL, nil, "empty key"},
+		{"empty key", "", longTTL, nil, "empty name"},
 		{"zero ttl", key, 0, nil, "ttl"},
 		{"negative ttl", key, -time.Second, nil, "ttl"},
 		{"sub-millisecond ttl", key, 500 * time.Microsecond, nil, "ttl"},
@@ -114,7 +114,7 @@ func TestTryLockAndLock_rejectBadArgumentsBeforeAskingAnyNode(t *testing.T) {
 	require.ErrorIs(t, l.Extend(ctxT(t, 10*time.Second), longTTL), redlock.ErrReleased)
 
 	// Restore with an empty key or token is refused without a round.
-	require.ErrorContains(t, c.Restore("", "tok").Unlock(ctxT(t, 10*time.Second)), "empty key")
+	require.ErrorContains(t, c.Restore("", "tok").Unlock(ctxT(t, 10*time.Second)), "empty name")
 	require.ErrorContains(t, c.Restore(key, "").Extend(ctxT(t, 10*time.Second), longTTL), "empty token")
 
 	require.NoError(t, c.Close())

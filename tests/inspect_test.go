@@ -41,9 +41,9 @@ func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
 		}
 		return queued >= 5 && settled == 5
 	}, 5*time.Second, 5*time.Millisecond, "the waiter is queued on every node, and the holder's round settled")
-	who, ok := in.HeldBy()
-	require.True(t, ok)
-	require.Equal(t, holder.ID(), who)
+	who := in.Holders()
+	require.Len(t, who, 1)
+	require.Equal(t, holder.ID(), who[0].Holder)
 	for _, n := range in.Nodes {
 		require.NoError(t, n.Err)
 		require.True(t, n.Held, n.Addr)
@@ -58,9 +58,9 @@ func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
 	require.NotNil(t, l, "the waiter got the key")
 	in, err = waiter.Inspect(ctxT(t, quickly), key)
 	require.NoError(t, err)
-	who, ok = in.HeldBy()
-	require.True(t, ok)
-	require.Equal(t, waiter.ID(), who)
+	who = in.Holders()
+	require.Len(t, who, 1)
+	require.Equal(t, waiter.ID(), who[0].Holder)
 	mine := 0
 	for _, n := range in.Nodes {
 		if n.Holder == waiter.ID() {
@@ -88,7 +88,7 @@ func TestSemaphoreInspect_namesThePermitsInUse(t *testing.T) {
 
 	in, err := operator.Semaphore(name, 3).Inspect(ctxT(t, quickly))
 	require.NoError(t, err)
-	used := in.InUse()
+	used := in.Holders()
 	require.Len(t, used, 2)
 	require.ElementsMatch(t, []string{a.ID(), b.ID()}, []string{used[0].Holder, used[1].Holder})
 	for _, p := range used {
@@ -104,7 +104,7 @@ func TestSemaphoreInspect_namesThePermitsInUse(t *testing.T) {
 	require.NoError(t, pa.Unlock(ctxT(t, quickly)))
 	in, err = operator.Semaphore(name, 3).Inspect(ctxT(t, quickly))
 	require.NoError(t, err)
-	used = in.InUse()
+	used = in.Holders()
 	require.Len(t, used, 1)
 	require.Equal(t, b.ID(), used[0].Holder)
 	require.NoError(t, pb.Unlock(ctxT(t, quickly)))
@@ -138,7 +138,7 @@ func TestRWLockInspect_showsReadersAWaitingWriterAndTheWriter(t *testing.T) {
 		}
 		return intents == 5
 	}, 5*time.Second, 5*time.Millisecond, "the waiting writer's intent is on every node")
-	mode, holds := in.Agreed()
+	mode, holds := in.Mode(), in.Holders()
 	require.Equal(t, redlock.RWRead, mode)
 	require.Len(t, holds, 1)
 	require.Equal(t, reader.ID(), holds[0].Holder)
@@ -148,7 +148,7 @@ func TestRWLockInspect_showsReadersAWaitingWriterAndTheWriter(t *testing.T) {
 	require.NotNil(t, w)
 	in, err = operator.RWLock(name).Inspect(ctxT(t, quickly))
 	require.NoError(t, err)
-	mode, holds = in.Agreed()
+	mode, holds = in.Mode(), in.Holders()
 	require.Equal(t, redlock.RWWrite, mode)
 	require.Equal(t, writer.ID(), holds[0].Holder)
 	require.NoError(t, w.Unlock(ctxT(t, quickly)))

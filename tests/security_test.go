@@ -602,7 +602,7 @@ func TestACL_theDocumentedRulesSufficeForEachKind(t *testing.T) {
 		<-refused // b waits
 		in, err := a.Semaphore(name, 1).Inspect(ctx)
 		require.NoError(t, err)
-		require.Len(t, in.InUse(), 1)
+		require.Len(t, in.Holders(), 1)
 		require.NoError(t, p.Unlock(ctx))
 		require.NoError(t, <-got)
 	})

@@ -15,14 +15,14 @@ import (
 // printSemaphore writes what a quorum agrees on (the permits in use) and
 // a table of the nodes.
 func printSemaphore(w io.Writer, in *redlock.SemaphoreInspection) error {
-	used := in.InUse()
+	used := in.Holders()
 	fmt.Fprintf(w, "semaphore %q: %d permits in use on a quorum (%d)", in.Name, len(used), in.Quorum)
 	for i, p := range used {
 		sep := ", "
 		if i == 0 {
 			sep = ": "
 		}
-		fmt.Fprintf(w, "%sslot %d by client %s (ttl %s)", sep, p.Slot, holder(p.Hold), ttl(p.TTL))
+		fmt.Fprintf(w, "%sslot %d by client %s (ttl %s)", sep, p.Slot, holder(p), ttl(p.TTL))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -48,7 +48,7 @@ func printSemaphore(w io.Writer, in *redlock.SemaphoreInspection) error {
 // printRWLock writes what a quorum agrees on (the mode and its holders)
 // and a table of the nodes.
 func printRWLock(w io.Writer, in *redlock.RWInspection) error {
-	mode, holds := in.Agreed()
+	mode, holds := in.Mode(), in.Holders()
 	fmt.Fprintf(w, "read-write lock %q: %s on a quorum (%d)", in.Name, mode, in.Quorum)
 	switch mode {
 	case redlock.RWWrite:

@@ -383,9 +383,9 @@ func printInspection(w io.Writer, in *redlock.Inspection) error {
 			held++
 		}
 	}
-	switch who, ok := in.HeldBy(); {
-	case ok:
-		fmt.Fprintf(w, "key %q: held by client %s on %d of %d nodes (quorum %d)\n", in.Key, who, held, len(in.Nodes), in.Quorum)
+	switch who := in.Holders(); {
+	case len(who) > 0:
+		fmt.Fprintf(w, "key %q: held by client %s on %d of %d nodes (quorum %d)\n", in.Key, who[0].Holder, held, len(in.Nodes), in.Quorum)
 	case held > 0:
 		fmt.Fprintf(w, "key %q: held on %d of %d nodes, by no single client on a quorum (%d): being taken, released, or split\n", in.Key, held, len(in.Nodes), in.Quorum)
 	default:

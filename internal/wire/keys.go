@@ -2,7 +2,6 @@ package wire
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/quorumlock/redlock/internal/keyslot"
 )
@@ -121,29 +120,6 @@ const RWMarker = "redlock:rwlock"
 // ElectionKey is the lock key of the election name: a fenced mutex whose
 // holder leads, in name's hash slot. Its fence is the leader's term.
 func ElectionKey(name string) string { return keyslot.Helper(name, "election") }
-
-// IsElectionKey reports whether key is ElectionKey(name) for some name:
-// it undoes each of the three forms keyslot.Helper gives names.
-func IsElectionKey(key string) bool {
-	const tail = "election"
-	if !strings.HasSuffix(key, tail) {
-		return false
-	}
-	var names [3]string
-	names[0] = strings.TrimSuffix(key, ":"+tail) // "{tag}x" + ":election"
-	if i := strings.LastIndex(key, ":{"); i >= 0 {
-		names[1] = key[:i] // "x" + ":{tag}election"
-	}
-	if j := strings.IndexByte(key, '}'); key[0] == '{' && j > 0 {
-		names[2] = strings.TrimSuffix(key[j+1:], ":"+tail) // "{tag}" + "x" + ":election"
-	}
-	for _, name := range names {
-		if name != "" && name != key && ElectionKey(name) == key {
-			return true
-		}
-	}
-	return false
-}
 
 // LeaderKey is the leader record of the election name: a hash of the
 // leader's token, value, term and Client ID (leader_write.lua). It has no

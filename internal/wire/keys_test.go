@@ -60,14 +60,3 @@ func TestKeys_scriptsHoldNoNames(t *testing.T) {
 	require.Equal(t, ReleasedPrefix+"k", ReleaseChannel("k"))
 	require.Equal(t, HandoffPrefix+"c"+":"+"k", HandoffChannel("c", "k"))
 }
-
-// IsElectionKey knows the election keys of names of each of
-// keyslot.Helper's forms, and nothing else.
-func TestKeys_isElectionKeyUndoesElectionKey(t *testing.T) {
-	for _, name := range []string{"e", "jobs:leader", "{g}:e", "a{b", "{}x", "x:election", "{", "election"} {
-		require.True(t, IsElectionKey(ElectionKey(name)), "%q: %q", name, ElectionKey(name))
-	}
-	for _, key := range []string{"", "e", "election", "e:election", "e:{x}election", "{g}:e:leader", "jobs", "e:{e}leader", LeaderKey("e")} {
-		require.False(t, IsElectionKey(key), "%q is no election key", key)
-	}
-}
