@@ -147,7 +147,7 @@ func (m *multi) release(l *Lock) (*pool.Script, []any) {
 // and distinct as the lock has them.
 func restoreMulti(_ *Client, h *Handle) (kind, string, error) {
 	ks, err := multiKeys(h.Keys)
-	if err == nil && (len(ks) != len(h.Keys) || len(ks) < 2) {
+	if err == nil && (!slices.Equal(ks, h.Keys) || len(ks) < 2) {
 		err = errors.New("redlock: handle of a multi-key lock: its keys are two or more, sorted and distinct (Lock.Keys)")
 	}
 	if err != nil {

@@ -293,3 +293,39 @@ func TestObserver_campaignEventsNameTheElection(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][2]string{{"acquired", "mutex"}}, rec.lockKinds(), "a key like an election's is a mutex")
 }
+
+// Every event and round of a lock names it as its caller did, from its
+// acquisition to its release, whatever keys it takes on the nodes; and
+// the kind comes from the call, never from the key's text.
+func TestObserver_oneKeyPerLockFromAcquisitionToRelease(t *testing.T) {
+	rec := &recorder{}
+	c, _, _ := newFakeClient(t, 3, WithObserver(rec))
+	ctx := context.Background()
+	for name, take := range map[string]func() (*Lock, error){
+		"sem":                 func() (*Lock, error) { return c.Semaphore("sem", 2).TryAcquire(ctx, ttl) },
+		"rw":                  func() (*Lock, error) { return c.RWLock("rw").TryRLock(ctx, ttl) },
+		"a,b":                 func() (*Lock, error) { return c.TryLockMulti(ctx, []string{"b", "a"}, ttl) },
+		wire.ElectionKey("x"): func() (*Lock, error) { return c.Lock(ctx, wire.ElectionKey("x"), ttl) },
+	} {
+		rec.mu.Lock()
+		rec.events, rec.rounds = nil, nil
+		rec.mu.Unlock()
+		l, err := take()
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, ttl))
+		require.NoError(t, l.Unlock(ctx))
+		rec.mu.Lock()
+		require.Len(t, rec.events, 2, name)
+		for _, e := range rec.events {
+			require.Equal(t, name, e.Key, "%v", e.Kind)
+		}
+		require.Len(t, rec.rounds, 3, name)
+		for _, r := range rec.rounds {
+			require.Equal(t, name, r.Key, "%v", r.Op)
+		}
+		if name == wire.ElectionKey("x") {
+			require.Equal(t, KindMutex, rec.events[0].Lock, "a plain Lock on a key like an election's is a mutex")
+		}
+		rec.mu.Unlock()
+	}
+}
