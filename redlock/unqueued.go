@@ -1,0 +1,211 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// The waiting of every call that takes no hand-off: LockMulti (which does
+// not queue), a Semaphore's Acquire (whose rounds queue it on each node,
+// and whose releases name the longest waiter), an RWLock's RLock and Lock
+// (a waiting writer's rounds leave its intent). Their rounds are their
+// own (try); between them they sleep here.
+
+// waitUnqueued calls try until a round takes the lock or fails for
+// another reason than a refusal, and between refused rounds it sleeps as
+// pacing says, or until a release of one of keys is announced: one that
+// leaves a key free for anyone, or one that names the call's id ("" for
+// none). refused is when the first round was refused (zero when it was
+// not).
+func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+	l, err = try()
+	qe := asRefusal(err)
+	if err == nil || qe == nil {
+		return l, refused, err
+	}
+	refused = c.cfg.clock.Now()
+	mw, err := c.listenMulti(keys, id)
+	if err != nil {
+		return nil, refused, errors.Join(err, qe)
+	}
+	defer mw.leave()
+	mw.ignore.Store(ownNodes(qe.Nodes))
+	mw.armed(ctx)
+	p := pacing{c: c, retry: cfg.retry}
+	p.note(qe)
+	futile := 0 // rounds in a row that a wake-up started and that failed
+	for failures := 1; ; failures++ {
+		// The round sees the nodes as they are: what woke the call before
+		// it tells it nothing more. The nodes the previous round released
+		// stay ignored until this round's replace them: their
+		// announcements can come while this round runs.
+		mw.drain()
+		if l, err = try(); err == nil {
+			return l, refused, nil
+		}
+		if qe = asRefusal(err); qe == nil {
+			return nil, refused, p.cut(err)
+		}
+		p.note(qe)
+		d, _ := p.next(qe, failures, mw.isArmed())
+		mw.ignore.Store(ownNodes(qe.Nodes))
+		d = p.lag(d, mw.watch.refused(qe))
+		woken, err := mw.sleep(ctx, d, futileFloor(futile))
+		if err != nil {
+			return nil, refused, p.end(err, qe)
+		}
+		if woken {
+			futile++
+		} else {
+			futile = 0
+		}
+	}
+}
+
+// futileFloor is how long a waiting call without a queue sleeps before a
+// wake-up counts, after n rounds in a row that a wake-up started found the
+// keys still taken: none at first, then 1ms doubling to 64ms. Two such
+// calls whose keys overlap wake each other with the releases of their
+// failed rounds (each takes the keys free on some nodes, then gives them
+// back); without the floor they asked again at once, round after round,
+// for as long as a third holder kept a key (a simulated seed spun at one
+// instant; on real nodes, rounds back to back).
+func futileFloor(n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return time.Millisecond << min(n-1, 6)
+}
+
+// multiWaiter is a waiting call's subscription to its keys' release
+// announcements (waitUnqueued): a release of any key that leaves it free,
+// or that names the call, wakes it.
+type multiWaiter struct {
+	c      *Client
+	id     string // the call's id in announcements; "" for none
+	wake   chan struct{}
+	kws    []*keyWait
+	watch  nodeWatch     // the nodes its latest round could not ask, and those of them back since
+	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
+}
+
+// listenMulti subscribes to the announcements of every key of ks, for the
+// call id ("" for none).
+func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
+	mw := &multiWaiter{c: c, id: id, wake: make(chan struct{}, 1)}
+	for _, k := range ks {
+		kw := c.notify.join(k, mw)
+		if kw == nil {
+			mw.leave()
+			return nil, ErrClosed
+		}
+		mw.kws = append(mw.kws, kw)
+	}
+	return mw, nil
+}
+
+// released implements listener: a key left free for anyone wakes the
+// call, and so does a release that names it; one kept for another waiter
+// does not, nor one from a node the call released itself after its latest
+// round.
+func (mw *multiWaiter) released(i int, to string) {
+	if mw.ignore.Load()&nodeBit(i) != 0 {
+		return
+	}
+	if to == "" || to == mw.id {
+		mw.poke()
+	}
+}
+
+// handedOff implements listener: a hand-off goes to a single-key waiter,
+// never to a multi-key call.
+func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
+
+// subscribed implements listener: node i confirmed a key's subscription;
+// when the call's latest round could not ask it, the node is back, and
+// the call asks again.
+func (mw *multiWaiter) subscribed(i int) {
+	if mw.watch.confirmed(i) {
+		mw.poke()
+	}
+}
+
+// drain drops a wake-up that came before the round about to start.
+func (mw *multiWaiter) drain() {
+	select {
+	case <-mw.wake:
+	default:
+	}
+}
+
+// poke implements listener: the call asks again.
+func (mw *multiWaiter) poke() {
+	select {
+	case mw.wake <- struct{}{}:
+	default:
+	}
+}
+
+// armed waits, at most one node timeout, until every key's subscription
+// is confirmed on a quorum.
+func (mw *multiWaiter) armed(ctx context.Context) {
+	for _, kw := range mw.kws {
+		if !mw.c.notify.waitArmed(ctx, kw) {
+			return
+		}
+	}
+}
+
+// isArmed reports whether every key's subscription is confirmed on a
+// quorum: a release of any of them is then heard.
+func (mw *multiWaiter) isArmed() bool {
+	for _, kw := range mw.kws {
+		if !mw.c.notify.armed(kw.key) {
+			return false
+		}
+	}
+	return true
+}
+
+// sleep waits d, or until a release of one of the keys is announced once
+// floor has passed (woken), ctx ends (its error) or the Client closes
+// (ErrClosed).
+func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken bool, err error) {
+	if floor = min(floor, d); floor > 0 {
+		// A wake-up meanwhile stays in mw.wake for the wait below.
+		t := mw.c.timer(floor)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			mw.c.putTimer(t)
+			return false, ctx.Err()
+		case <-mw.c.bg.closing():
+			mw.c.putTimer(t)
+			return false, ErrClosed
+		}
+		mw.c.putTimer(t)
+		d -= floor
+	}
+	t := mw.c.timer(d)
+	defer mw.c.putTimer(t)
+	select {
+	case <-t.C():
+	case <-mw.wake:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-mw.c.bg.closing():
+		return false, ErrClosed
+	}
+	return false, nil
+}
+
+// leave ends the subscriptions.
+func (mw *multiWaiter) leave() {
+	for _, kw := range mw.kws {
+		mw.c.notify.leave(kw, mw)
+	}
+	mw.kws = nil
+}
