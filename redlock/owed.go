@@ -113,18 +113,17 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 	}
 	// Each node is settled in a goroutine of its own, started by this
 	// one while it holds its count, so Close waits for them all.
-	settle := func(i int, acqAnswered bool, first chan result, optional bool) {
-		c.bg.goHeld(func() { d.settle(i, acqAnswered, first, optional) })
+	settle := func(i int, m settleMode, first chan result) {
+		c.bg.goHeld(func() { d.settle(i, m, first) })
 	}
 	if c.bg.goTracked(func() {
 		for k, i := range owed {
-			settle(i, r.nodes[i].Status == NodeOK || answered(r.nodes[i].Err), first[k], true)
+			settle(i, modeAfter(r.nodes[i].Status, r.nodes[i].Err), first[k])
 		}
 		for range r.pending {
 			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 				d.note(o.i)
-				acqAnswered := o.status == NodeOK || answered(o.err)
-				settle(o.i, acqAnswered, nil, !acqAnswered)
+				settle(o.i, modeAfter(o.status, o.err), nil)
 			}
 		}
 	}) {
@@ -179,10 +178,10 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 	d := &debt{c: c, ctx: context.WithoutCancel(r.lateCtx), script: r.req.script, args: r.req.args,
 		until: c.cfg.clock.Now().Add(r.lateBound)}
 	if held {
-		c.bg.goHeld(func() { d.settle(o.i, true, nil, true) })
+		c.bg.goHeld(func() { d.settle(o.i, settleRetry, nil) })
 		return
 	}
-	c.bg.goTracked(func() { d.settle(o.i, true, nil, true) })
+	c.bg.goTracked(func() { d.settle(o.i, settleRetry, nil) })
 }
 
 // owe sends the release to node i now, and when that attempt fails
@@ -195,7 +194,7 @@ func (d *debt) owe(i int) {
 		s.StartEval(owedAttempt{d: d, i: i, t: c.bg.claimHeld()}, d.script, d.args...)
 		return
 	}
-	c.bg.goHeld(func() { d.settle(i, true, nil, false) })
+	c.bg.goHeld(func() { d.settle(i, settleAnswered, nil) })
 }
 
 // owedAttempt is the first attempt of an owed release (debt.owe): a
@@ -209,7 +208,7 @@ type owedAttempt struct {
 // Receive implements async.Receiver.
 func (o owedAttempt) Receive(_ any, err error) {
 	if err != nil && !replied(err) && !errors.Is(err, ErrClosed) {
-		o.d.c.bg.goHeld(func() { o.d.settle(o.i, true, nil, true) }) // o.t still counts
+		o.d.c.bg.goHeld(func() { o.d.settle(o.i, settleRetry, nil) }) // o.t still counts
 	}
 	o.t.done()
 }
@@ -232,18 +231,43 @@ func (d *debt) start(i int) chan result {
 	return ch
 }
 
+// settleMode is how settle releases a node: what the node did with the
+// command the release undoes, and whether the release is a retry.
+type settleMode uint8
+
+const (
+	// settleAnswered: the node answered the command (a grant, counted by
+	// restart safety or not, holds the key for its TTL), and nothing was
+	// sent to it yet. Settled once it answers a release; the first
+	// attempt goes out even while the Client closes.
+	settleAnswered settleMode = iota
+	// settleRetry: as settleAnswered, but an attempt has failed without
+	// an answer already: every attempt is a retry, and none starts once
+	// the Client is closing (Close does not wait another I/O timeout).
+	settleRetry
+	// settleUnanswered: the command failed without the node's answer: it
+	// may hold nothing, or the command may land yet. Settled once the
+	// node has answered two releases in a row, or said that one gave the
+	// token up; no attempt starts once the Client is closing.
+	settleUnanswered
+)
+
+// modeAfter is how a node whose reply to the command had status and err
+// is settled.
+func modeAfter(status NodeStatus, err error) settleMode {
+	if status == NodeOK || answered(err) {
+		return settleAnswered
+	}
+	return settleUnanswered
+}
+
 // settle releases node i until the node has answered as the package
-// comment above says; acqAnswered tells whether it answered the command the
-// release undoes. first, when not nil, carries the first attempt's result.
-// Once the Client is closing, an attempt starts only when it is not
-// optional: the first release of a node that answered the round after its
-// decision (a grant, counted by restart safety or not, holds the key for
-// its TTL without it). A retry is optional, and so is the first release
-// of a node whose command failed without an answer (it may hold nothing):
-// Close does not wait another I/O timeout for them. No attempt starts once a later round of the same
+// comment above and m say. first, when not nil, carries the result of an
+// attempt already sent. No attempt starts once a later round of the same
 // waiting call owes the node (superseded).
-func (d *debt) settle(i int, acqAnswered bool, first chan result, optional bool) {
+func (d *debt) settle(i int, m settleMode, first chan result) {
 	clk := d.c.cfg.clock
+	acqAnswered, optional := m != settleUnanswered, m != settleAnswered
 	pause, answers := owedPauseMin, 0
 	for {
 		if first == nil {
