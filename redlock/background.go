@@ -5,7 +5,23 @@ import "sync"
 // background owns a Client's background work: goroutines it starts and
 // commands whose replies nobody waits for. Close stops new work and waits
 // for what runs; every piece of background work goes through one of its
-// verbs, and nothing else counts work.
+// verbs, and nothing else counts work. The Client's goroutines are:
+//   - the notifier's: one per node that can subscribe (notifier.run) and
+//     a pinger, from the first waiting call until Close (notify.go);
+//   - per round on pools that start no commands of their own (not
+//     pool.New's nodes), one per node call, bounded by the node timeout;
+//     a command that must follow an unsettled round on its node waits for
+//     it in one (round.go);
+//   - a reply on a connection restart safety has not checked yet waits
+//     for the check in one (nodeCall.Receive);
+//   - owed releases: one reads a failed round's late replies, one per owed
+//     node retries (owed.go); a failed waiter leaves the queues behind its
+//     unsettled rounds in one per such node (waiter.end);
+//   - restart safety's checks and markings (restart.go);
+//   - automatic extension, one per lock that has it (autoextend.go).
+//
+// Timers of the Client's clock run a lock context's expiry (context.go)
+// and the end of a key's linger (notify.go).
 type background struct {
 	mu     sync.Mutex
 	closed bool

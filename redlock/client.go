@@ -17,30 +17,15 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// Client takes locks on a set of independent Redis nodes. It holds no lock
-// state of its own: every lock is a *Lock handle. A Client is safe for
-// concurrent use.
-//
-// Its goroutines, all started through bg (background.go), which Close
-// waits for:
-//   - the notifier's: one per node that can subscribe (notifier.run) and
-//     a pinger, from the first waiting Lock call until Close (notify.go);
-//   - per round on pools that are not pool.New's nodes, one per node call,
-//     bounded by the node timeout; a command that must follow an unsettled
-//     round on its node waits for it in one (round.go);
-//   - a reply on a connection restart safety has not checked yet waits for
-//     the check in one (nodeCall.Receive);
-//   - owed releases: one reads a failed round's late replies, one per owed
-//     node retries (owed.go); a failed waiter leaves the queues behind its
-//     unsettled rounds in one per such node (waiter.end);
-//   - restart safety's checks and markings (restart.go);
-//   - automatic extension, one per lock that has it (autoextend.go).
-//
-// Timers of the Client's clock run a lock context's expiry (context.go)
-// and the end of a key's linger (notify.go). Its locks, in the order they
-// may be taken: subNode.wmu, notifier.mu, waiter.mu. Every other mutex
-// (Lock.mu, fenceState.epochMu, warner.mu, round.smu, background.mu) is
-// a leaf, held without taking another.
+// Client takes locks of every kind on a set of independent Redis nodes
+// (New): mutexes (TryLock, Lock, Do), locks over several keys
+// (TryLockMulti, LockMulti, DoMulti), semaphores (Semaphore), read-write
+// locks (RWLock) and leader elections (Election). It holds no lock state
+// of its own: each lock is a *Lock handle, which another Client can take
+// over (Lock.Handle, RestoreHandle). A Client is safe for concurrent use;
+// Close it when done: its background work (late replies, releases owed
+// to slow nodes, automatic extensions) stops, and every later call fails
+// with ErrClosed. See docs/algorithm.md and docs/kinds.md.
 type Client struct {
 	pools    []pool.Pool
 	quorum   int

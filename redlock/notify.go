@@ -43,7 +43,10 @@ type notifier struct {
 	c *Client
 	// mu guards the subscriptions. Lock order: subNode.wmu, then mu, then
 	// a listener's own lock (waiter.mu), which its methods take while mu
-	// is held; never the reverse.
+	// is held; never the reverse. These three are the only mutexes of a
+	// Client taken while another is held: every other (Lock.mu,
+	// fenceState.epochMu, warner.mu, round.smu and round.lmu,
+	// background.mu, restart safety's per-check mu) is a leaf.
 	mu     sync.Mutex
 	keys   map[string]*keyWait // by key
 	nkeys  atomic.Int32        // len(keys), read without mu
