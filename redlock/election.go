@@ -190,8 +190,8 @@ func (ld *leadership) extend(l *Lock, ms int64) (*pool.Script, []any) {
 
 func (ld *leadership) handle(_ *Lock, h *Handle) {
 	h.Name = ld.e.name
-	if rec := ld.rec.Load(); rec != nil {
-		h.Value = rec.value
+	if r := ld.rec.Load(); r != nil {
+		h.Value = r.value
 	}
 }
 

@@ -133,9 +133,9 @@ var mutants = []mutant{
 	// one key under partitions, not yet written.
 	{
 		name: "election-record-not-repaired",
-		file: "redlock/lock.go",
-		old:  "case l.leader.Load() != nil:",
-		new:  "case false:",
+		file: "redlock/election.go",
+		old:  "if rec := ld.rec.Load(); rec != nil {",
+		new:  "if rec := ld.rec.Load(); false && rec != nil {",
 		also: []string{
 			"redlock/election.go",
 			"if l, ok, err := e.repair(ctx, recs, errs); ok || err != nil {",
