@@ -4,10 +4,11 @@
 //
 // It is internal so that only this module can implement it: the promise
 // cannot be checked, and a pool that broke it would break locks silently.
-// pool.New's *pool.Node implements Starter[*pool.Script] and TxStarter;
-// package redlock finds a pool's Starter with StarterOf, once per pool,
-// and falls back to Do and Eval, one goroutine per call, for a pool
-// without one.
+// pool.New's *pool.Node has a Starter[*pool.Script] that is also a
+// TxStarter, kept out of its exported methods: package pool registers it
+// (RegisterNodeStarter), and package redlock finds it with StarterOf,
+// once per pool, falling back to Do and Eval, one goroutine per call, for
+// a pool without one.
 //
 // Starter is generic in the script type only because package pool, which
 // defines Script, imports this package; S is always *pool.Script.
