@@ -5,10 +5,10 @@
 // the options), and pipelines: commands from concurrent callers are
 // queued, written in batches on one connection, and their replies handed
 // back in order. It also lets the lock coordinator run a round without a
-// goroutine per node, through methods (Start, StartEval) whose types are
-// internal to this module: no other pool can offer that path, since the
-// order it promises cannot be checked. FromRedigo wraps a *redis.Pool
-// that the caller already has: one connection per call.
+// goroutine per node, through a path internal to this module, not part of
+// Node's methods: no other pool can offer it, since the order it promises
+// cannot be checked. FromRedigo wraps a *redis.Pool that the caller
+// already has: one connection per call.
 //
 // # Deadlines
 //

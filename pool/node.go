@@ -39,12 +39,23 @@ type Node struct {
 
 var (
 	_ Pool                   = (*Node)(nil)
-	_ async.Starter[*Script] = (*Node)(nil)
-	_ async.TxStarter        = (*Node)(nil)
 	_ Subscriber             = (*Node)(nil)
 	_ Reconnector            = (*Node)(nil)
 	_ ConnReporter           = (*Node)(nil)
+	_ async.Starter[*Script] = nodeStarter{}
+	_ async.TxStarter        = nodeStarter{}
 )
+
+func init() { async.RegisterNodeStarter(starterOf) }
+
+// starterOf returns the starter of p when p is a *Node, else nil: how
+// async.StarterOf finds a Node's starter for package redlock.
+func starterOf(p any) async.Starter[*Script] {
+	if n, ok := p.(*Node); ok && n != nil {
+		return nodeStarter{n}
+	}
+	return nil
+}
 
 // New returns a Node for the Redis node at addr ("host:port") that
 // pipelines the commands of concurrent callers on one connection. It does
@@ -173,33 +184,38 @@ func (n *Node) pipeFor(req *request) *pipe {
 	return n.pipes[n.slot(req.cmd, req.args)]
 }
 
+// nodeStarter is how package redlock sends a round to a Node without a
+// goroutine per node (async.Starter, async.TxStarter). It is a type of its
+// own, reached through async.StarterOf, so that these methods, whose types
+// are internal to this module, are not part of Node's API. It holds only
+// a pointer: an interface holds it without an allocation.
+type nodeStarter struct{ n *Node }
+
 // Start queues a command; its reply, or a *NodeError, goes to rcv.
 // Commands started on one key reach the node in the order of their Start
-// calls. It is for package redlock, which sends a round without a
-// goroutine per node with it; other code uses Do.
-func (n *Node) Start(rcv async.Receiver, cmd string, args ...any) {
-	req := n.newRequest(cmd, args)
+// calls.
+func (s nodeStarter) Start(rcv async.Receiver, cmd string, args ...any) {
+	req := s.n.newRequest(cmd, args)
 	req.rcv = rcv
-	n.startRequest(req)
+	s.n.startRequest(req)
 }
 
 // StartEval queues a script with EVALSHA (EVAL after NOSCRIPT); its reply,
-// or a *NodeError, goes to rcv. It is Start for a script, for package
-// redlock; other code uses Eval.
-func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
-	req := n.newScriptRequest(s, keysAndArgs, false)
+// or a *NodeError, goes to rcv. It is Start for a script.
+func (s nodeStarter) StartEval(rcv async.Receiver, sc *Script, keysAndArgs ...any) {
+	req := s.n.newScriptRequest(sc, keysAndArgs, false)
 	req.rcv = rcv
-	n.startRequest(req)
+	s.n.startRequest(req)
 }
 
 // StartTx queues the transaction of cmds (MULTI, cmds, EXEC, in one
 // write, on the connection of the commands on key); EXEC's reply, or a
 // *NodeError, goes to rcv. A command the node refused as it was queued
-// is the error, and none of cmds ran. It is for package redlock.
-func (n *Node) StartTx(rcv async.Receiver, key string, cmds [][]any) {
-	req := n.getRequest()
+// is the error, and none of cmds ran.
+func (s nodeStarter) StartTx(rcv async.Receiver, key string, cmds [][]any) {
+	req := s.n.getRequest()
 	req.cmd, req.tx, req.txKey, req.rcv = "MULTI", cmds, key, rcv
-	n.startRequest(req)
+	s.n.startRequest(req)
 }
 
 // startRequest queues req on its connection, or fails it on a closed node.

@@ -16,22 +16,37 @@ import (
 )
 
 // async.Starter: Start and StartEval call their Receiver exactly once, and never
-// block.
+// block. A Node's starter is not among its methods: package redlock finds
+// it with async.StarterOf (the tests call it through export_test.go's
+// methods).
+
+func TestStarterOf_findsTheStarterOfANodeOnly(t *testing.T) {
+	t.Parallel()
+	s := startNode(t)
+	st := async.StarterOf[*pool.Script](newNode(t, s.Addr()))
+	require.NotNil(t, st)
+	_, tx := st.(async.TxStarter)
+	require.True(t, tx, "a Node's starter sends transactions too")
+
+	require.Nil(t, async.StarterOf[*pool.Script](fromRedigo(t, s.Addr(), s.Addr())))
+	require.Nil(t, async.StarterOf[*pool.Script]((*pool.Node)(nil)))
+	require.Nil(t, async.StarterOf[*pool.Script](nil))
+}
 
 func TestNode_Start_deliversEachReplyToItsReceiverOnce(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
 	n := newNode(t, s.Addr())
-	var _ async.Starter[*pool.Script] = n
+	st := async.StarterOf[*pool.Script](n)
 
 	set := newRecorder(2)
-	n.Start(set, "SET", "k", "v")
+	st.Start(set, "SET", "k", "v")
 	rep := set.next(t)
 	require.NoError(t, rep.err)
 	require.Equal(t, "OK", rep.v)
 
 	get := newRecorder(2)
-	n.Start(get, "GET", "k")
+	st.Start(get, "GET", "k")
 	rep = get.next(t)
 	require.NoError(t, rep.err)
 	v, err := redis.String(rep.v, rep.err)
@@ -39,7 +54,7 @@ func TestNode_Start_deliversEachReplyToItsReceiverOnce(t *testing.T) {
 	require.Equal(t, "v", v)
 
 	bad := newRecorder(2)
-	n.Start(bad, "HGET", "k", "f")
+	st.Start(bad, "HGET", "k", "f")
 	rep = bad.next(t)
 	ne := requireNodeError(t, rep.err, s.Addr())
 	require.True(t, ne.Replied())

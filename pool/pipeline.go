@@ -17,8 +17,9 @@ import (
 )
 
 // errQueueFull is in the chain of a call that found no room in the node's
-// request queue (Start), or whose context ended while it waited for room
-// (Do, Eval): the node is not keeping up. Its *NodeError has Op "queue".
+// request queue (nodeStarter), or whose context ended while it waited for
+// room (Do, Eval): the node is not keeping up. Its *NodeError has Op
+// "queue".
 var errQueueFull = errors.New("request queue full: the node is not keeping up")
 
 // errNodeDown is in the chain of calls failed without trying, while a node
@@ -49,9 +50,9 @@ type request struct {
 	rcv   async.Receiver
 	// script is set for EVALSHA and EVAL: what EVAL needs after NOSCRIPT.
 	script *Script
-	// tx, when set, makes the request a transaction (StartTx): MULTI,
-	// these commands (each its name, then its arguments), EXEC; cmd is
-	// "MULTI" and args is unused. txKey picks its connection.
+	// tx, when set, makes the request a transaction (nodeStarter.StartTx):
+	// MULTI, these commands (each its name, then its arguments), EXEC; cmd
+	// is "MULTI" and args is unused. txKey picks its connection.
 	tx    [][]any
 	txKey string
 	// The I/O timeout of a caller of Do or Eval whose context ends later:

@@ -27,11 +27,13 @@ import (
 // to slow nodes, automatic extensions) stops, and every later call fails
 // with ErrClosed. See docs/algorithm.md and docs/kinds.md.
 type Client struct {
-	pools    []pool.Pool
-	quorum   int
-	cfg      clientConfig
-	allStart bool // every pool is an async.Starter: rounds need no goroutines
-	allTx    bool // every pool is a txStarter
+	pools      []pool.Pool
+	quorum     int
+	cfg        clientConfig
+	starters   []starter   // starters[i]: pools[i]'s, nil when it has none (startersOf)
+	txStarters []txStarter // txStarters[i]: the same starter when it sends transactions
+	allStart   bool        // every pool has a starter: rounds need no goroutines
+	allTx      bool        // every pool has a txStarter
 	// noTx is set once a node refused a transaction's MULTI or EXEC (ACL):
 	// waiting calls' first rounds run the script from then on.
 	noTx atomic.Bool
@@ -95,10 +97,10 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.id = strconv.FormatUint(rand.Uint64(), 36)
 	c.tokenPrefix = c.id + ":"
 	c.queue = wire.NewQueue(c.windowMs(), c.entrySlack().Milliseconds(), c.refresh().Milliseconds())
-	for _, p := range pools {
-		_, start := p.(starter)
-		_, tx := p.(txStarter)
-		c.allStart, c.allTx = c.allStart && start, c.allTx && tx
+	c.starters, c.txStarters = startersOf(c.pools)
+	for i := range c.pools {
+		c.allStart = c.allStart && c.starters[i] != nil
+		c.allTx = c.allTx && c.txStarters[i] != nil
 	}
 	return c, nil
 }

@@ -190,7 +190,7 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 // first attempt without a goroutine.
 func (d *debt) owe(i int) {
 	c := d.c
-	if s, ok := c.pools[i].(starter); ok {
+	if s := c.starters[i]; s != nil {
 		s.StartEval(owedAttempt{d: d, i: i, t: c.bg.claimHeld()}, d.script, d.args...)
 		return
 	}
@@ -218,7 +218,7 @@ func (o owedAttempt) Receive(_ any, err error) {
 func (d *debt) start(i int) chan result {
 	ch := make(chan result, 1)
 	p := d.c.pools[i]
-	if s, ok := p.(starter); ok {
+	if s := d.c.starters[i]; s != nil {
 		s.StartEval(resultTo(ch), d.script, d.args...)
 		return ch
 	}

@@ -276,8 +276,7 @@ func (r *round) unsettled(i int) bool {
 // ordered reports whether no later command on r's key can overtake r's
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
-	_, ok := r.c.pools[i].(starter)
-	return ok && r.req.script == nil
+	return r.c.starters[i] != nil && r.req.script == nil
 }
 
 // txReply reads node i's answer to the round's transaction as the
@@ -298,7 +297,7 @@ func (r *round) txReply(i int, reply any, err error) (any, error) {
 			// that ZADD, if refused too, did not take (acquire.lua
 			// queues a waiter that has an entry again).
 			r.c.noTx.Store(true)
-			if s, ok := r.c.pools[i].(starter); ok && d.cmd == "MULTI" {
+			if s := r.c.starters[i]; s != nil && d.cmd == "MULTI" {
 				s.Start(ignoreReply{}, "DEL", wire.EntryKey(r.req.tx.key, r.req.tx.w.ID))
 			}
 		}
@@ -309,7 +308,7 @@ func (r *round) txReply(i int, reply any, err error) (any, error) {
 		return nil, &pool.NodeError{Addr: r.nodes[i].Addr, Op: "EXEC", Err: err}
 	}
 	if began, bad := r.req.tx.w.Misplaced(t.Micros); t.Added && bad {
-		if s, ok := r.c.pools[i].(starter); ok {
+		if s := r.c.starters[i]; s != nil {
 			s.Start(ignoreReply{}, "ZADD", wire.WaitersKey(r.req.tx.key), "XX", began, r.req.tx.w.ID)
 		}
 	}
@@ -519,10 +518,10 @@ func (r *round) send(i int, when sendTime) {
 	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
 	if r.req.tx != nil {
-		p.(txStarter).StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
+		r.c.txStarters[i].StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
 		return
 	}
-	if s, ok := p.(starter); ok {
+	if s := r.c.starters[i]; s != nil {
 		if r.req.script != nil {
 			s.StartEval(rcv, r.req.script, r.req.args...)
 		} else {

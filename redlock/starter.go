@@ -5,11 +5,25 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// starter is a pool that takes commands without a goroutine per call and
-// keeps the order of those started on one key (pool.New's *pool.Node).
-// Only this module can implement it.
+// starter is a pool's way to take commands without a goroutine per call,
+// keeping the order of those started on one key (pool.New's nodes have
+// one, outside their exported methods). Only this module can implement it.
 type starter = async.Starter[*pool.Script]
 
-// txStarter is a starter that also sends transactions (pool.New's
-// *pool.Node): a waiting call's first round queues it without a script.
+// txStarter is a starter that also sends transactions (pool.New's nodes'
+// starters): a waiting call's first round queues it without a script.
 type txStarter = async.TxStarter
+
+// startersOf finds each pool's starter, once for the Client's life
+// (async.StarterOf): starters[i] is pools[i]'s, or nil when it has none;
+// txStarters[i] is the same starter when it sends transactions, else nil.
+func startersOf(pools []pool.Pool) (starters []starter, txStarters []txStarter) {
+	starters, txStarters = make([]starter, len(pools)), make([]txStarter, len(pools))
+	for i, p := range pools {
+		if s := async.StarterOf[*pool.Script](p); s != nil {
+			starters[i] = s
+			txStarters[i], _ = s.(txStarter)
+		}
+	}
+	return starters, txStarters
+}

@@ -50,25 +50,28 @@ func TestTryLock_failedWhileNodesStalledLeavesNoKeyBlockingOthers(t *testing.T) 
 }
 
 // countingNode is a pool.New node that counts the commands the Client
-// starts on it: a paused node cannot be asked for its own counts.
+// starts on it: a paused node cannot be asked for its own counts. It
+// starts them with the node's starter (async.StarterOf), and is a starter
+// itself.
 type countingNode struct {
 	*pool.Node
+	s starter
 	n atomic.Int64
 }
 
 func (p *countingNode) Start(rcv async.Receiver, cmd string, args ...any) {
 	p.n.Add(1)
-	p.Node.Start(rcv, cmd, args...)
+	p.s.Start(rcv, cmd, args...)
 }
 
 func (p *countingNode) StartEval(rcv async.Receiver, s *pool.Script, args ...any) {
 	p.n.Add(1)
-	p.Node.StartEval(rcv, s, args...)
+	p.s.StartEval(rcv, s, args...)
 }
 
 func (p *countingNode) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 	p.n.Add(1)
-	p.Node.StartTx(rcv, key, cmds)
+	p.s.(async.TxStarter).StartTx(rcv, key, cmds)
 }
 
 func (p *countingNode) Do(ctx context.Context, cmd string, args ...any) (any, error) {
@@ -87,7 +90,7 @@ func countingPools(t *testing.T, addrs []string) ([]pool.Pool, []*countingNode) 
 	ps := newPools(t, addrs)
 	pools, nodes := make([]pool.Pool, len(ps)), make([]*countingNode, len(ps))
 	for i, p := range ps {
-		nodes[i] = &countingNode{Node: p.(*pool.Node)}
+		nodes[i] = &countingNode{Node: p.(*pool.Node), s: async.StarterOf[*pool.Script](p)}
 		pools[i] = nodes[i]
 	}
 	return pools, nodes

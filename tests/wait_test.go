@@ -44,6 +44,7 @@ var noRefresh = redlock.WithNodeTimeout(10 * time.Second)
 // is its key count).
 type countingPool struct {
 	pool.Pool
+	s        starter // the pool's, nil when it has none
 	acquires *atomic.Int64
 }
 
@@ -71,16 +72,17 @@ func (p countingPool) Start(rcv async.Receiver, cmd string, args ...any) {
 	if cmd == "SET" {
 		p.acquires.Add(1)
 	}
-	p.Pool.(starter).Start(rcv, cmd, args...)
+	p.s.Start(rcv, cmd, args...)
 }
 
 func (p countingPool) StartEval(rcv async.Receiver, s *pool.Script, args ...any) {
 	p.count(args)
-	p.Pool.(starter).StartEval(rcv, s, args...)
+	p.s.StartEval(rcv, s, args...)
 }
 
 // starter is what the lock client looks for in a pool to send a round
-// without a goroutine per node; pool.New's pools have it.
+// without a goroutine per node (async.StarterOf); pool.New's pools have
+// one.
 type starter = async.Starter[*pool.Script]
 
 func (p countingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
@@ -92,8 +94,8 @@ func (p countingPool) DialPubSub(ctx context.Context, on func(pool.PubSubEvent))
 func counted(pools []pool.Pool) ([]pool.Pool, *atomic.Int64) {
 	n := new(atomic.Int64)
 	out := append([]pool.Pool(nil), pools...)
-	if _, ok := pools[0].(starter); ok {
-		out[0] = countingPool{Pool: pools[0], acquires: n}
+	if s := async.StarterOf[*pool.Script](pools[0]); s != nil {
+		out[0] = countingPool{Pool: pools[0], s: s, acquires: n}
 	} else {
 		out[0] = plainCountingPool{countingPool{Pool: pools[0], acquires: n}}
 	}

@@ -4,9 +4,11 @@
 //
 // It is internal so that only this module can implement it: the promise
 // cannot be checked, and a pool that broke it would break locks silently.
-// pool.New's *pool.Node implements Starter[*pool.Script]; package redlock
-// type-asserts its pools to it and falls back to Do and Eval, one
-// goroutine per call, for any other pool.
+// pool.New's *pool.Node has a Starter[*pool.Script] that is also a
+// TxStarter, kept out of its exported methods: package pool registers it
+// (RegisterNodeStarter), and package redlock finds it with StarterOf,
+// once per pool, falling back to Do and Eval, one goroutine per call, for
+// a pool without one.
 //
 // Starter is generic in the script type only because package pool, which
 // defines Script, imports this package; S is always *pool.Script.
@@ -47,4 +49,27 @@ type TxStarter interface {
 	// wrong number of arguments), nothing runs and the reply is that
 	// refusal.
 	StartTx(rcv Receiver, key string, cmds [][]any)
+}
+
+// nodeStarter is the func(any) Starter[S] that package pool registered
+// (with S = *pool.Script), or nil.
+var nodeStarter any
+
+// RegisterNodeStarter sets how StarterOf finds the Starter of a node of
+// package pool: f returns it for such a node, and nil for any other value.
+// Package pool calls it from an init function, before any StarterOf.
+func RegisterNodeStarter[S any](f func(pool any) Starter[S]) { nodeStarter = f }
+
+// StarterOf returns the Starter of pool: the one registered for it
+// (RegisterNodeStarter), else pool itself when it implements Starter[S],
+// else nil. A Starter that can also send transactions is a TxStarter.
+// The lock client calls it once per pool, not per command.
+func StarterOf[S any](pool any) Starter[S] {
+	if f, ok := nodeStarter.(func(any) Starter[S]); ok {
+		if s := f(pool); s != nil {
+			return s
+		}
+	}
+	s, _ := pool.(Starter[S])
+	return s
 }
