@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -43,30 +42,6 @@ type request struct {
 	// which queues it (wire.QueueTx); its reply is read as the
 	// acquisition script's (txReply).
 	tx *queueTx
-}
-
-// queueTx is a waiting call's first round as a transaction on key.
-type queueTx struct {
-	key  string
-	cmds [][]any
-	w    wire.Waiter // for the clock check (txReply)
-}
-
-// choice is how a choice round reads its replies: which of n choices a
-// NodeOK reply took. The round is won by a quorum that took the same one,
-// and the lock it takes is on that choice's key.
-type choice struct {
-	n    int
-	read func(reply any) int
-	key  func(choice int) string
-}
-
-// tally is a choice round's count of the replies read before its
-// decision.
-type tally struct {
-	won    int   // the choice with the most, -1 for none yet
-	counts []int // per choice
-	picks  []int // per node, the choice it took (-1: none)
 }
 
 // outcome is one node's reply to a round.
@@ -228,34 +203,6 @@ func (r *round) replied() {
 	r.smu.Unlock()
 }
 
-// won returns the choice with the most replies by the decision of a
-// choice round (a quorum's when the round was won); -1 for none, and on
-// any other round.
-func (r *round) won() int {
-	if r.tally == nil {
-		return -1
-	}
-	return r.tally.won
-}
-
-// choiceOf returns the choice a reply of a choice round took: -1 for
-// none (not NodeOK, or not a choice round).
-func (r *round) choiceOf(o outcome) int {
-	if r.tally == nil || o.status != NodeOK {
-		return -1
-	}
-	return r.req.choice.read(o.reply)
-}
-
-// pick returns the choice node i took by the decision of a choice round;
-// -1 for none, and on any other round.
-func (r *round) pick(i int) int {
-	if r.tally == nil {
-		return -1
-	}
-	return r.tally.picks[i]
-}
-
 // next returns the outcome of the next reply, waiting for it.
 func (r *round) next() outcome { return r.calls[<-r.late].out }
 
@@ -277,42 +224,6 @@ func (r *round) unsettled(i int) bool {
 // command on node i (see unsettled).
 func (r *round) ordered(i int) bool {
 	return r.c.starters[i] != nil && r.req.script == nil
-}
-
-// txReply reads node i's answer to the round's transaction as the
-// acquisition script's answer to a refused waiter (wire.ParseQueueTx).
-// When the node placed the waiter by a clock more than a second off its
-// own, it is placed again by the node's clock (ZADD XX, not waited for),
-// as the script does.
-func (r *round) txReply(i int, reply any, err error) (any, error) {
-	if err != nil {
-		var re pool.ReplyError
-		if !errors.As(err, &re) {
-			return reply, err
-		}
-		if d, ok := asDenial(string(re)); ok && (d.cmd == "MULTI" || d.cmd == "EXEC") {
-			// A user without transactions: the Client runs the script
-			// from now on. Without MULTI, the node ran the commands one
-			// by one: the entry goes, so that it cannot stand for a place
-			// that ZADD, if refused too, did not take (acquire.lua
-			// queues a waiter that has an entry again).
-			r.c.noTx.Store(true)
-			if s := r.c.starters[i]; s != nil && d.cmd == "MULTI" {
-				s.Start(ignoreReply{}, "DEL", wire.EntryKey(r.req.tx.key, r.req.tx.w.ID))
-			}
-		}
-		return reply, err
-	}
-	t, err := wire.ParseQueueTx(reply)
-	if err != nil {
-		return nil, &pool.NodeError{Addr: r.nodes[i].Addr, Op: "EXEC", Err: err}
-	}
-	if began, bad := r.req.tx.w.Misplaced(t.Micros); t.Added && bad {
-		if s := r.c.starters[i]; s != nil {
-			s.Start(ignoreReply{}, "ZADD", wire.WaitersKey(r.req.tx.key), "XX", began, r.req.tx.w.ID)
-		}
-	}
-	return t.Refusal, nil
 }
 
 // ignoreReply is the receiver of a command whose reply nobody needs.
@@ -397,10 +308,7 @@ func (c *Client) newRound(req request) *round {
 		r.replies = make([]any, n)
 	}
 	if req.choice != nil {
-		r.tally = &tally{won: -1, counts: make([]int, req.choice.n), picks: make([]int, n)}
-		for i := range r.tally.picks {
-			r.tally.picks[i] = -1
-		}
+		r.tally = newTally(req.choice.n, n)
 	}
 	for i, p := range c.pools {
 		r.nodes[i].Addr = p.Addr()
@@ -482,12 +390,7 @@ func (r *round) take(o outcome) {
 	case r.tally == nil:
 		r.okCount++
 	default:
-		t := r.tally
-		c := r.choiceOf(o)
-		t.picks[o.i] = c
-		if t.counts[c]++; t.counts[c] > r.okCount {
-			r.okCount, t.won = t.counts[c], c
-		}
+		r.tallied(o)
 	}
 }
 

@@ -104,9 +104,9 @@ var mutants = []mutant{
 	// quorum until the lock has run out; 61 seeds did not tell it apart.
 	{
 		name:   "semaphore-all-grants",
-		file:   "redlock/round.go",
-		old:    "if t.counts[c]++; t.counts[c] > r.okCount {\n\t\t\tr.okCount, t.won = t.counts[c], c\n\t\t}",
-		new:    "t.counts[c]++\n\t\tr.okCount++\n\t\tif t.won < 0 || t.counts[c] > t.counts[t.won] {\n\t\t\tt.won = c\n\t\t}",
+		file:   "redlock/choice.go",
+		old:    "if t.counts[c]++; t.counts[c] > r.okCount {\n\t\tr.okCount, t.won = t.counts[c], c\n\t}",
+		new:    "t.counts[c]++\n\tr.okCount++\n\tif t.won < 0 || t.counts[c] > t.counts[t.won] {\n\t\tt.won = c\n\t}",
 		breaks: "a semaphore round decided on the grants of all slots instead of one slot's quorum: a permit held on a minority",
 	},
 	{
