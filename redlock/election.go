@@ -176,8 +176,8 @@ func (ld *leadership) keys() []string     { return nil }
 func (ld *leadership) fenceAt(reply any, n, k int) (wire.Fence, error) {
 	return mutex{}.fenceAt(reply, n, k)
 }
-func (ld *leadership) undo(c *Client, g *grab, keep int) (*pool.Script, []any) {
-	return mutex{}.undo(c, g, keep)
+func (ld *leadership) undo(c *Client, key, token string, plain []any, keep int) (*pool.Script, []any) {
+	return mutex{}.undo(c, key, token, plain, keep)
 }
 func (ld *leadership) release(l *Lock) (*pool.Script, []any) { return mutex{}.release(l) }
 

@@ -41,6 +41,15 @@ type grab struct {
 	seq    int64
 }
 
+// plain returns the key and token g's round sent as a plain SET NX, boxed;
+// nil for a script's or a transaction's round.
+func (g *grab) plain() []any {
+	if g.req.script == nil && g.req.tx == nil {
+		return g.req.args[:2:2]
+	}
+	return nil
+}
+
 // take sends g to every node and decides it: the lock when a quorum
 // granted with more than the minimum validity left (and, fenced, a fence
 // was minted for every key); otherwise every node that may hold the token

@@ -24,10 +24,13 @@ type kind interface {
 	// keys are the lock's keys when it has several (their fences are
 	// minted in this order); nil for one (the lock's key).
 	keys() []string
-	// undo is the script and arguments that give g's token up on a node
-	// that may hold it after a failed round, but for the choice keep (a
-	// semaphore's slot won; -1 for none).
-	undo(c *Client, g *grab, keep int) (*pool.Script, []any)
+	// undo is the script and arguments that give token up on a node that
+	// may hold it after a failed round on key, but for the choice keep (a
+	// semaphore's slot won; -1 for none). plain is the key and token as a
+	// plain round (SET NX) sent them, nil for a script's (grab.plain). It
+	// takes no *grab: a grab passed to an interface method would be
+	// allocated on the heap, for every TryLock.
+	undo(c *Client, key, token string, plain []any, keep int) (*pool.Script, []any)
 	// fenceAt reads the counter and epoch of key k (of n) from a node's
 	// grant of a fenced round.
 	fenceAt(reply any, n, k int) (wire.Fence, error)

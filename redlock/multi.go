@@ -132,8 +132,8 @@ func (m *multi) name(string) string                              { return m.join
 func (m *multi) keys() []string                                  { return m.ks }
 func (m *multi) handle(*Lock, *Handle)                           {}
 func (m *multi) fenceAt(reply any, n, k int) (wire.Fence, error) { return wire.FenceAt(reply, n, k) }
-func (m *multi) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) {
-	return wire.MultiRelease, wire.MultiReleaseArgs(m.ks, g.token)
+func (m *multi) undo(_ *Client, _, token string, _ []any, _ int) (*pool.Script, []any) {
+	return wire.MultiRelease, wire.MultiReleaseArgs(m.ks, token)
 }
 func (m *multi) extend(l *Lock, ms int64) (*pool.Script, []any) {
 	return wire.MultiExtend, wire.MultiExtendArgs(m.ks, l.token, ms)

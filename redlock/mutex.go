@@ -24,11 +24,11 @@ func (mutex) fenceAt(reply any, n, k int) (wire.Fence, error) { return wire.Fenc
 // its key is most likely not contended, and the short release leaves it
 // free; a script round (a waiter's, or fenced) gives the key to the head
 // of its queue.
-func (mutex) undo(c *Client, g *grab, _ int) (*pool.Script, []any) {
-	if g.req.script == nil && g.req.tx == nil {
-		return wire.ReleaseFree, wire.ReleaseFreeArgs(g.req.args[0], g.req.args[1])
+func (mutex) undo(c *Client, key, token string, plain []any, _ int) (*pool.Script, []any) {
+	if plain != nil {
+		return wire.ReleaseFree, wire.ReleaseFreeArgs(plain[0], plain[1])
 	}
-	return wire.Release, c.queue.ReleaseArgs(g.key, g.token, "", "")
+	return wire.Release, c.queue.ReleaseArgs(key, token, "", "")
 }
 
 // extend also accepts what a node handed a waiting call after its round

@@ -92,7 +92,7 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
 func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
-	script, args := g.kind.undo(c, g, keep)
+	script, args := g.kind.undo(c, g.key, g.token, g.plain(), keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
 		by: g.owedBy, seq: g.seq}
 	var owed []int

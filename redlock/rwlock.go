@@ -172,17 +172,19 @@ type readHold struct{ rw *RWLock }
 // writer's key.
 type writeHold struct{ rw *RWLock }
 
-func (readHold) is() LockKind                                           { return KindRWRead }
-func (writeHold) is() LockKind                                          { return KindRWWrite }
-func (h readHold) name(string) string                                   { return h.rw.name }
-func (h writeHold) name(string) string                                  { return h.rw.name }
-func (readHold) keys() []string                                         { return nil }
-func (writeHold) keys() []string                                        { return nil }
-func (h readHold) handle(_ *Lock, hd *Handle)                           { hd.Name = h.rw.name }
-func (h writeHold) handle(_ *Lock, hd *Handle)                          { hd.Name = h.rw.name }
-func (h readHold) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) { return h.rw.release(g.token) }
-func (h writeHold) undo(_ *Client, g *grab, _ int) (*pool.Script, []any) {
-	return h.rw.release(g.token)
+func (readHold) is() LockKind                  { return KindRWRead }
+func (writeHold) is() LockKind                 { return KindRWWrite }
+func (h readHold) name(string) string          { return h.rw.name }
+func (h writeHold) name(string) string         { return h.rw.name }
+func (readHold) keys() []string                { return nil }
+func (writeHold) keys() []string               { return nil }
+func (h readHold) handle(_ *Lock, hd *Handle)  { hd.Name = h.rw.name }
+func (h writeHold) handle(_ *Lock, hd *Handle) { hd.Name = h.rw.name }
+func (h readHold) undo(_ *Client, _, token string, _ []any, _ int) (*pool.Script, []any) {
+	return h.rw.release(token)
+}
+func (h writeHold) undo(_ *Client, _, token string, _ []any, _ int) (*pool.Script, []any) {
+	return h.rw.release(token)
 }
 func (h readHold) release(l *Lock) (*pool.Script, []any)          { return h.rw.release(l.token) }
 func (h writeHold) release(l *Lock) (*pool.Script, []any)         { return h.rw.release(l.token) }

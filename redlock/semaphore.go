@@ -216,8 +216,8 @@ func (permit) keys() []string              { return nil }
 func (p permit) handle(_ *Lock, h *Handle) { h.Name, h.Permits = p.s.name, p.s.permits }
 
 // undo gives up every slot the token holds but the one kept.
-func (p permit) undo(_ *Client, g *grab, keep int) (*pool.Script, []any) {
-	return wire.SemRelease, wire.SemReleaseArgs(p.s.name, p.s.keys, p.s.permits, g.token, keep, "")
+func (p permit) undo(_ *Client, _, token string, _ []any, keep int) (*pool.Script, []any) {
+	return wire.SemRelease, wire.SemReleaseArgs(p.s.name, p.s.keys, p.s.permits, token, keep, "")
 }
 
 // fenceAt reads the fence of the slot a node took.
