@@ -14,10 +14,25 @@ func TestSemaphore_holdsAtMostItsPermits(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	s := c.Semaphore("pool", 2)
 	ctx := context.Background()
+	// Each round is decided by a quorum: its command may still be on its
+	// way to the other nodes, where the next round could overtake it
+	// (these nodes take each call in a goroutine of its own), take the
+	// slot it would have taken, and leave it a slot it then gives up. The
+	// test waits for each round on every node.
+	settled := func(slot int) {
+		for _, n := range nodes {
+			require.Eventually(t, func() bool {
+				_, held := n.get(wire.PermitKey("pool", slot))
+				return held
+			}, 5*time.Second, time.Millisecond, "slot %d is held on %s", slot, n.addr)
+		}
+	}
 	a, err := s.TryAcquire(ctx, ttl)
 	require.NoError(t, err)
+	settled(0)
 	b, err := s.TryAcquire(ctx, ttl)
 	require.NoError(t, err)
+	settled(1)
 	require.Equal(t, wire.PermitKey("pool", 0), a.Key(), "the first free slot, on every node")
 	require.Equal(t, wire.PermitKey("pool", 1), b.Key())
 
