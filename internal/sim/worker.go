@@ -232,7 +232,36 @@ func (wk *worker) acquire(ctx context.Context, o op) {
 		}
 		sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
 	}
+	if o.kind != "election" && wk.rng.Intn(6) == 0 {
+		l = wk.handOver(o, l, h)
+	}
 	h.finish(wk, l, o.counter, o.fenced)
+}
+
+// handOver hands the lock l of any kind to the next Client by its Handle
+// (as a process hands it to another), which extends it; the hold goes on
+// under the restored lock, which writes and releases as the original
+// would. A failed extension leaves the restored lock without validity:
+// its holder stops there.
+func (wk *worker) handOver(o op, l *redlock.Lock, h *holding) *redlock.Lock {
+	w := wk.w
+	other := w.clients[(wk.ci+1)%len(w.clients)]
+	r, err := other.c.RestoreHandle(l.Handle())
+	if err != nil {
+		w.violate("%s's %s %v: its Handle was not restored: %v", wk.name, o.kind, h.keys, err)
+		return l
+	}
+	if err := r.Extend(context.Background(), o.ttl); err == nil {
+		// The restored lock's validity, on the other Client's clock.
+		h.end = w.now() + other.clk.RealDuration(r.Validity())
+		w.trace.add(w.now(), fmt.Sprintf("%s handed %s %v to %s: held until %v", wk.name, o.kind, h.keys, other.name, h.end))
+		// The new holder works under it for a while.
+		sleep(context.Background(), time.Duration(wk.rng.Int63n(int64(o.ttl/2))))
+	} else {
+		h.end = min(h.end, w.now())
+		w.trace.add(w.now(), fmt.Sprintf("%s handed %s %v to %s, whose extension failed: %v", wk.name, o.kind, h.keys, other.name, shortErr(err)))
+	}
+	return r
 }
 
 // shortErr is err's text, cut for the trace.

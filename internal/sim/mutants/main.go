@@ -150,6 +150,13 @@ var mutants = []mutant{
 		new:    "wire.LeaderWriteArgs(e.name, l.token, value, 0, e.c.id)",
 		breaks: "the leader record written with a wrong term (as before the fence was minted): Leader names a term no one held",
 	},
+	{
+		name:   "restore-as-mutex",
+		file:   "redlock/handle.go",
+		old:    "l := &Lock{c: c, key: key, token: h.Token, kind: k}",
+		new:    "l := &Lock{c: c, key: key, token: h.Token, kind: mutex{}}\n\t_ = k",
+		breaks: "a lock of any kind restored from its Handle as a mutex on its first key (as Restore did): a multi-key lock extends only that key, a read hold's extension and release fail",
+	},
 }
 
 // result is what one mutant's run found.
