@@ -128,7 +128,9 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 	for _, n := range nodes {
 		require.Eventually(t, func() bool { return n.server("HLEN", keys[1]) == int64(2) }, 5*time.Second, time.Millisecond)
 		n.server("HSET", keys[1], "dead", 1)
-		n.server("SET", keys[2], "zz9.7", "PX", 60000)
+		// A writer of Client zz9 waits, its place good for a minute.
+		n.server("ZADD", keys[2], 1, "zz9.7")
+		n.server("ZADD", keys[4], (time.Now().Add(time.Hour)).UnixMicro(), "zz9.7")
 	}
 	in, err = b.RWLock("doc").Inspect(ctx)
 	require.NoError(t, err)
@@ -151,6 +153,7 @@ func TestRWLockInspect_namesTheModeTheHoldersAndTheIntent(t *testing.T) {
 	require.NoError(t, rb.Unlock(ctx))
 	for _, n := range nodes {
 		n.del(keys[2])
+		n.del(keys[4])
 		// The Unlocks returned on a quorum: the writer below must not
 		// meet a reader whose release has not landed yet (only the
 		// dead entry may stay).

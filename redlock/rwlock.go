@@ -15,14 +15,16 @@ import (
 // RWLock is a read-write lock (Client.RWLock): readers share it, a writer
 // holds it alone. Each hold is a *Lock taken on a quorum of nodes; on
 // each node a writer is refused while a live reader or another writer is
-// there, and a reader while a writer holds or waits (writer preference:
-// a stream of readers cannot starve writers). There is no reentrancy and
-// no upgrade: release and take again. It is safe for concurrent use. See
+// there. It is phase-fair: waiting writers queue in the order they began
+// to wait, new readers wait while a writer waits, and when a writer
+// releases, the readers that waited go in together before the next
+// writer, so neither side starves. There is no reentrancy and no
+// upgrade: release and take again. It is safe for concurrent use. See
 // docs/kinds.md.
 type RWLock struct {
 	c    *Client
 	name string
-	keys [4]string // wire.RWKeys
+	keys [8]string // wire.RWKeys
 }
 
 // RWLock returns the read-write lock name. Nothing is sent until a call;
@@ -46,8 +48,8 @@ func (rw *RWLock) TryRLock(ctx context.Context, ttl time.Duration, opts ...LockO
 }
 
 // RLock joins the readers for ttl, waiting until no writer holds or waits
-// for the lock, or ctx ends (the error then matches ErrNotAcquired and
-// ctx.Err()). It sleeps until a release is announced, a holder's TTL runs
+// for the lock, or its turn comes after a writer's release, or ctx ends
+// (the error then matches ErrNotAcquired and ctx.Err()). It sleeps until a release is announced, a holder's TTL runs
 // out, or the back-off (WithRetry) passes.
 func (rw *RWLock) RLock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	return rw.take(ctx, ttl, opts, true, true)
@@ -58,8 +60,9 @@ func (rw *RWLock) TryLock(ctx context.Context, ttl time.Duration, opts ...LockOp
 	return rw.take(ctx, ttl, opts, false, false)
 }
 
-// Lock takes the lock alone for ttl, waiting as RLock does; while it
-// waits, new readers wait behind it.
+// Lock takes the lock alone for ttl, waiting as RLock does, behind the
+// writers that began to wait before it and the readers whose turn it is;
+// while it waits, new readers wait behind it.
 func (rw *RWLock) Lock(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	return rw.take(ctx, ttl, opts, false, true)
 }
@@ -96,7 +99,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	if wait {
 		l, refused, err = rw.wait(ctx, ttl, cfg, reader)
 	} else {
-		l, _, err = rw.try(ctx, ttl, cfg, reader, "")
+		l, _, err = rw.try(ctx, ttl, cfg, reader, "", 0)
 	}
 	kind := KindRWWrite
 	if reader {
@@ -106,45 +109,52 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	return l, err
 }
 
-// try is one round of a reader, or of the writer whose waiting call is
-// waiter ("" for none). It returns the round too, nil when none was sent.
-func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string) (*Lock, *round, error) {
+// try is one round of a reader or of the writer, of the waiting call
+// waiter ("" for none) whose priority (a writer's) is priority. It returns
+// the round too, nil when none was sent.
+func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string, priority int64) (*Lock, *round, error) {
 	c := rw.c
 	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw}}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return nil, nil, err
 	}
-	g.req = request{script: wire.RWRead, args: wire.RWReadArgs(&rw.keys, g.token, ttl.Milliseconds()),
+	life := int64(0) // how long a refused waiting call keeps its place
+	if waiter != "" {
+		life = rw.placeLife().Milliseconds()
+	}
+	g.req = request{script: wire.RWRead, args: wire.RWReadArgs(&rw.keys, g.token, ttl.Milliseconds(), waiter, life),
 		status: rw.status, keep: true, gate: true}
 	if !reader {
 		g.key, g.kind = rw.keys[0], writeHold{rw}
-		intent := int64(0)
-		if waiter != "" {
-			intent = (c.refresh() + c.entrySlack()).Milliseconds()
-		}
 		g.req.script = wire.RWWrite
-		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), intent, waiter)
+		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), life, waiter, priority)
 	}
 	return c.take(ctx, &g)
 }
 
+// placeLife is how long a waiting call's place on a node lasts unless it
+// asks again, and how long a readers' turn lasts at most: its rounds come
+// back within the refresh interval.
+func (rw *RWLock) placeLife() time.Duration { return rw.c.refresh() + rw.c.entrySlack() }
+
 // wait takes the lock, waiting as RLock and Lock say; refused is when
-// its first round was refused (zero when it was not). A waiting writer's
-// rounds carry its call's id, which its intent holds; a writer refused
-// anywhere takes its intent away when the call ends.
+// its first round was refused (zero when it was not). Every round of a
+// waiting call carries its id (and a writer's, its priority: when it
+// began to wait), with which the nodes keep its place; a call refused
+// anywhere takes its place away when it ends.
 func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (*Lock, time.Time, error) {
-	waiter, refused := "", false
-	if !reader {
-		waiter = rw.c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
-		defer func() {
-			if refused {
-				rw.c.tell(ctx, wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, "", waiter))
-			}
-		}()
-	}
-	return rw.c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
-		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter)
+	c := rw.c
+	waiter := c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
+	priority := c.cfg.clock.Now().UnixMicro()
+	refused := false
+	defer func() {
+		if refused {
+			c.tell(ctx, wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, "", waiter, 0))
+		}
+	}()
+	return c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
+		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter, priority)
 		refused = refused || r != nil && !grantedEverywhere(r)
 		return l, err
 	})
@@ -200,9 +210,9 @@ func (writeHold) fenceAt(any, int, int) (wire.Fence, error) { return wire.Fence{
 var errRWFence = errors.New("a read-write lock has no fence")
 
 // release is the script and arguments that free token's hold, reader's
-// or writer's, and announce it.
+// or writer's, and announce it; a writer's begins the readers' turn.
 func (rw *RWLock) release(token string) (*pool.Script, []any) {
-	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, "")
+	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, "", rw.placeLife().Milliseconds())
 }
 
 // extend is the script and arguments that extend token's hold for ms.

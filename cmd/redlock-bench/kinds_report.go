@@ -43,6 +43,7 @@ type rwlockReport struct {
 // sideReport is the readers' or the writers' figures.
 type sideReport struct {
 	Acquisitions int64   `json:"acquisitions"`
+	PerWorker    float64 `json:"acquisitions_per_worker"`
 	PerSec       float64 `json:"acquisitions_per_s"`
 	Wait         summary `json:"wait"` // from calling RLock or Lock to its return
 }
@@ -81,7 +82,7 @@ func addKindReport(cfg config, r *runResult, rr *runReport) {
 		rr.Semaphore.Efficiency = math.Round(rr.Semaphore.PerSec*cfg.hold.Seconds()/float64(cfg.permits)*1000) / 1000
 	case modeRWLock:
 		rr.RWLock = &rwlockReport{Readers: cfg.readers, Writers: cfg.writers,
-			Reader: newSide(k.reader, r.elapsed), Writer: newSide(k.writer, r.elapsed), Overlaps: k.overlaps}
+			Reader: newSide(k.reader, cfg.readers, r.elapsed), Writer: newSide(k.writer, cfg.writers, r.elapsed), Overlaps: k.overlaps}
 	case modeElection:
 		rr.Election = newElectionReport(cfg, k)
 	}
@@ -96,9 +97,10 @@ func newUncontended(k *kindResult) uncontendedReport {
 	return u
 }
 
-// newSide gives the readers' or the writers' figures.
-func newSide(r *recorder, elapsed time.Duration) sideReport {
-	return sideReport{Acquisitions: r.acquire.count(), PerSec: perSec(r.acquire.count(), elapsed), Wait: summarize(r.acquire)}
+// newSide gives the readers' or the writers' figures, of workers workers.
+func newSide(r *recorder, workers int, elapsed time.Duration) sideReport {
+	n := r.acquire.count()
+	return sideReport{Acquisitions: n, PerWorker: ratio(float64(n), float64(workers)), PerSec: perSec(n, elapsed), Wait: summarize(r.acquire)}
 }
 
 func newElectionReport(cfg config, k *kindResult) *electionReport {
@@ -158,8 +160,8 @@ func writeRWLock(w io.Writer, rep *report, r *rwlockReport) {
 	fmt.Fprintf(w, "rwlock    %s (RLock) and %s (Lock) on one read-write lock, a client each, hold %v\n\n",
 		plural(r.Readers, "reader"), plural(r.Writers, "writer"), time.Duration(rep.Hold))
 	writeRows(w, []latencyRow{{"reader wait", r.Reader.Wait}, {"writer wait", r.Writer.Wait}})
-	fmt.Fprintf(w, "\nreaders   %d acquisitions (%.1f/s), wait p99 %s\n", r.Reader.Acquisitions, r.Reader.PerSec, formatSummary(r.Reader.Wait, r.Reader.Wait.P99))
-	fmt.Fprintf(w, "writers   %d acquisitions (%.1f/s), wait p99 %s\n", r.Writer.Acquisitions, r.Writer.PerSec, formatSummary(r.Writer.Wait, r.Writer.Wait.P99))
+	fmt.Fprintf(w, "\nreaders   %d acquisitions (%.1f/s, %.1f a reader), wait p99 %s\n", r.Reader.Acquisitions, r.Reader.PerSec, r.Reader.PerWorker, formatSummary(r.Reader.Wait, r.Reader.Wait.P99))
+	fmt.Fprintf(w, "writers   %d acquisitions (%.1f/s, %.1f a writer), wait p99 %s\n", r.Writer.Acquisitions, r.Writer.PerSec, r.Writer.PerWorker, formatSummary(r.Writer.Wait, r.Writer.Wait.P99))
 	fmt.Fprintf(w, "          %d holds that broke the lock's rule (a writer with anyone, a reader with a writer)\n", r.Overlaps)
 }
 

@@ -87,9 +87,9 @@
 //
 // -mode rwlock -readers R -writers W (default 4 and 1): R workers RLock
 // and W workers Lock one read-write lock, hold for -hold and Unlock, for
-// -duration; the report gives readers' and writers' acquisitions/s and
-// waits apart, and the holds that broke the lock's rule (a writer with
-// anyone, a reader with a writer).
+// -duration; the report gives readers' and writers' acquisitions (per
+// second and per worker) and waits apart, and the holds that broke the
+// lock's rule (a writer with anyone, a reader with a writer).
 //
 // -mode election -terms N (default 20): -workers candidates (default 3)
 // campaign in one election (Campaign), each on a Client of its own. Each

@@ -1394,8 +1394,8 @@ func requireKindReport(t *testing.T, mode, out string) {
 		require.Regexp(t, `(?m)^rwlock +2 readers \(RLock\) and 1 writer \(Lock\) on one read-write lock, a client each, hold 2ms$`, out)
 		require.Regexp(t, latencyRowRE("reader wait"), out)
 		require.Regexp(t, latencyRowRE("writer wait"), out)
-		require.Regexp(t, `(?m)^readers +[1-9][0-9]* acquisitions \([0-9.]+/s\), wait p99 [0-9.]+(µs|ms|s)$`, out)
-		require.Regexp(t, `(?m)^writers +[1-9][0-9]* acquisitions \([0-9.]+/s\), wait p99 [0-9.]+(µs|ms|s)$`, out)
+		require.Regexp(t, `(?m)^readers +[1-9][0-9]* acquisitions \([0-9.]+/s, [0-9.]+ a reader\), wait p99 [0-9.]+(µs|ms|s)$`, out)
+		require.Regexp(t, `(?m)^writers +[1-9][0-9]* acquisitions \([0-9.]+/s, [0-9.]+ a writer\), wait p99 [0-9.]+(µs|ms|s)$`, out)
 		require.Regexp(t, `(?m)^ +0 holds that broke the lock's rule`, out)
 	case modeElection:
 		require.Regexp(t, `(?m)^election +3 candidates, a client each; each leader leads for 2ms, then resigns \(Unlock\) or dies .*; ttl 600ms$`, out)

@@ -225,31 +225,42 @@ func SemReleaseSlotArgs(name, slot, token string) []any {
 	return []any{3, slot, PermitWaitersKey(name), PermitDueKey(name), token, ReleaseChannel(name), -1, ""}
 }
 
+// rwKeys returns the read-write lock's 8 keys (RWKeys), boxed, with room
+// for the arguments.
+func rwKeys(keys *[8]string) []any {
+	args := make([]any, 8, 16)
+	for i, k := range keys {
+		args[i] = k
+	}
+	return args
+}
+
 // RWReadArgs are a reader's keys and arguments: token joins the readers
-// of the lock whose keys are keys (RWKeys) for ms.
-func RWReadArgs(keys *[4]string, token string, ms int64) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, RWMarker}
+// of the lock whose keys are keys (RWKeys) for ms; a refused waiting
+// reader (waiter, its id, not "") keeps its place for lifeMs.
+func RWReadArgs(keys *[8]string, token string, ms int64, waiter string, lifeMs int64) []any {
+	return append(rwKeys(keys), token, ms, RWMarker, waiter, lifeMs)
 }
 
 // RWWriteArgs are a writer's keys and arguments: token takes the lock for
-// ms; a refused waiting writer (waiter, its id, not "") leaves its intent
-// for intentMs.
-func RWWriteArgs(keys *[4]string, token string, ms, intentMs int64, waiter string) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, intentMs, waiter, RWMarker}
+// ms; a waiting writer (waiter, its id, not "") keeps its place in the
+// writers' queue, by priority, for lifeMs.
+func RWWriteArgs(keys *[8]string, token string, ms, lifeMs int64, waiter string, priority int64) []any {
+	return append(rwKeys(keys), token, ms, lifeMs, waiter, RWMarker, priority)
 }
 
 // RWExtendArgs are the extension's keys and arguments: the writer or
 // reader token lives ms from now.
-func RWExtendArgs(keys *[4]string, token string, ms int64) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ms, RWMarker}
+func RWExtendArgs(keys *[8]string, token string, ms int64) []any {
+	return append(rwKeys(keys), token, ms, RWMarker)
 }
 
 // RWReleaseArgs are the release's keys and arguments: the writer or
 // reader token of the lock name gives up its hold, announced on name's
-// release channel, and the waiting writer waiter ("" for none) takes its
-// intent away.
-func RWReleaseArgs(name string, keys *[4]string, token, waiter string) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], token, ReleaseChannel(name), RWMarker, waiter}
+// release channel, or the waiting call waiter ("" for none) its place. A
+// writer's release begins a readers' turn of at most turnMs.
+func RWReleaseArgs(name string, keys *[8]string, token, waiter string, turnMs int64) []any {
+	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, waiter, turnMs)
 }
 
 // LeaderWriteArgs are the leader record's keys and arguments: the record

@@ -22,8 +22,8 @@ func SemInspectArgs(name string, permits int) []any {
 }
 
 // RWInspectArgs are the read-write lock inspection's keys (RWKeys).
-func RWInspectArgs(keys *[4]string) []any {
-	return []any{keys[0], keys[1], keys[2], keys[3], RWMarker}
+func RWInspectArgs(keys *[8]string) []any {
+	return append(rwKeys(keys), RWMarker)
 }
 
 // ElectionInspectArgs are the election inspection's keys: the election
@@ -79,7 +79,7 @@ func ParseSemInspect(reply any, permits int) (SemInspection, error) {
 // RWInspection is a node's answer to the read-write lock inspection.
 type RWInspection struct {
 	Writer  Slot   // the writer's key
-	Intent  Slot   // a waiting writer's intent: its id
+	Intent  Slot   // the first waiting writer: its id, and the ms its place has left
 	Mutex   bool   // a mutex holds the name
 	Expired int64  // readers whose hold ended, still in the hash
 	Readers []Slot // the live readers: token and ms left

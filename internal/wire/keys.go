@@ -104,11 +104,16 @@ func PermitDueKey(name string) string { return keyslot.Helper(name, "permit-wait
 
 // RWKeys are the keys of the read-write lock name: its writer's key (the
 // writer's token), its readers (a hash of reader token to the node time
-// in ms its hold ends), a waiting writer's intent (its id), and name
-// itself, which a mutex would hold: a name is one kind of lock.
-func RWKeys(name string) [4]string {
-	return [4]string{keyslot.Helper(name, "rw:writer"), keyslot.Helper(name, "rw:readers"),
-		keyslot.Helper(name, "rw:intent"), name}
+// in ms its hold ends), the waiting writers (a sorted set of waiter id by
+// priority), name itself, which a mutex would hold (a name is one kind
+// of lock), when each waiting writer's place lapses, the waiting readers
+// (by the node time they first waited), when each waiting reader's place
+// lapses, and the start of the readers' turn (rw_release.lua).
+func RWKeys(name string) [8]string {
+	return [8]string{keyslot.Helper(name, "rw:writer"), keyslot.Helper(name, "rw:readers"),
+		keyslot.Helper(name, "rw:writers-waiting"), name, keyslot.Helper(name, "rw:writers-waiting:until"),
+		keyslot.Helper(name, "rw:readers-waiting"), keyslot.Helper(name, "rw:readers-waiting:until"),
+		keyslot.Helper(name, "rw:turn")}
 }
 
 // RWMarker is what the name of a read-write lock holds, as a mutex's key,

@@ -3,7 +3,7 @@
 -- brought back: its entry may already have let a writer in.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
-local mutex = KEYS[4] -- the name as a mutex's key, which holds the marker
+local mutex = KEYS[4] -- the name as a mutex's key, which holds the marker (KEYS[3], KEYS[5..8]: the queues, unused here)
 local token = ARGV[1] -- the owner token
 local ttl = tonumber(ARGV[2]) -- the new TTL in ms
 local marker = ARGV[3] -- what the mutex key holds while the read-write lock is held

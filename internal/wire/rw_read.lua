@@ -1,29 +1,70 @@
--- Read-write lock, a reader: join the readers while no writer holds the
--- lock and none waits for it (writer preference: a waiting writer leaves
--- its intent, and new readers wait behind it).
+-- Read-write lock, a reader. Phase-fair: while no writer waits, readers
+-- share the lock freely; once a writer waits, new readers wait behind it,
+-- and when a writer releases, the readers that waited since before that
+-- release go in together (the readers' turn) before the next writer.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
-local intent = KEYS[3] -- a waiting writer's token
+local writers = KEYS[3] -- sorted set: waiting writer id by priority, smaller first
 local mutex = KEYS[4] -- the name as a mutex's key: a name is one kind of lock
+local writersDue = KEYS[5] -- sorted set: waiting writer id by the node time (µs) its place lapses
+local waiting = KEYS[6] -- sorted set: waiting reader id by the node time (µs) it first waited
+local waitingDue = KEYS[7] -- sorted set: waiting reader id by the node time (µs) its place lapses
+local turn = KEYS[8] -- the node time (µs) of the writer's release that began the readers' turn
 local token = ARGV[1] -- the owner token
 local ttl = tonumber(ARGV[2]) -- the TTL in ms
 local marker = ARGV[3] -- what the mutex key holds while the read-write lock is held
+local waiter = ARGV[4] or "" -- the waiting reader's id; "" for a call that does not wait
+local life = tonumber(ARGV[5] or "0") -- how long (ms) a refused waiting reader's place lasts
 
 -- Returns 1 when the reader joined; {0, pttl} when a writer holds the
--- lock or waits for it, pttl its ms left; {4} when a mutex holds the name.
+-- lock (pttl its ms left) or waits for it (pttl -1); {4} when a mutex
+-- holds the name.
 local m = redis.call("GET", mutex)
 if m and m ~= marker then
 	return {4}
 end
-for _, k in ipairs({writer, intent}) do
-	local p = redis.call("PTTL", k)
-	if p ~= -2 then
-		return {0, p}
+local t = redis.call("TIME")
+local now = t[1] * 1000000 + t[2]
+-- prune drops the places that lapsed (a bounded number per call).
+local function prune(set, due)
+	local stale = redis.call("ZRANGEBYSCORE", due, "-inf", now, "LIMIT", 0, 64)
+	if #stale > 0 then
+		redis.call("ZREM", set, unpack(stale))
+		redis.call("ZREM", due, unpack(stale))
 	end
 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call("HSET", readers, token, now + ttl)
+prune(writers, writersDue)
+prune(waiting, waitingDue)
+local function refuse(pttl)
+	if waiter ~= "" and life > 0 then
+		redis.call("ZADD", waiting, "NX", now, waiter)
+		redis.call("ZADD", waitingDue, now + life * 1000, waiter)
+		for _, k in ipairs({waiting, waitingDue}) do
+			if redis.call("PTTL", k) < life then
+				redis.call("PEXPIRE", k, life)
+			end
+		end
+	end
+	return {0, pttl}
+end
+local p = redis.call("PTTL", writer)
+if p ~= -2 then
+	return refuse(p)
+end
+if redis.call("ZCARD", writers) > 0 then
+	-- A writer waits: only a reader whose turn it is goes in.
+	local since = waiter ~= "" and redis.call("ZSCORE", waiting, waiter)
+	local began = redis.call("GET", turn)
+	if not (since and began and tonumber(since) < tonumber(began)) then
+		return refuse(-1)
+	end
+end
+if waiter ~= "" then
+	redis.call("ZREM", waiting, waiter)
+	redis.call("ZREM", waitingDue, waiter)
+end
+local nowMs = math.floor(now / 1000)
+redis.call("HSET", readers, token, nowMs + ttl)
 if redis.call("PTTL", readers) < ttl then
 	redis.call("PEXPIRE", readers, ttl)
 end

@@ -1,41 +1,64 @@
--- Read-write lock, a writer: take the lock while no writer holds it, no
--- live reader is in, and no other writer's intent is there. A writer that
--- waits (intentMs above 0) leaves its intent when refused, so that new
--- readers wait behind it and a stream of readers cannot starve it.
+-- Read-write lock, a writer. Phase-fair: a writer takes the lock while no
+-- writer holds it, no live reader is in, no reader whose turn it is still
+-- waits (the readers that waited since before the last writer's release
+-- go first), and no waiting writer goes before it. Waiting writers queue
+-- by a priority their Client gives them (when they began to wait), the
+-- same on every node, so that the nodes agree on which goes next; while
+-- any waits, new readers wait behind it.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
-local intent = KEYS[3] -- a waiting writer's token
+local writers = KEYS[3] -- sorted set: waiting writer id by priority, smaller first
 local mutex = KEYS[4] -- the name as a mutex's key: a name is one kind of lock
+local writersDue = KEYS[5] -- sorted set: waiting writer id by the node time (µs) its place lapses
+local waiting = KEYS[6] -- sorted set: waiting reader id by the node time (µs) it first waited
+local waitingDue = KEYS[7] -- sorted set: waiting reader id by the node time (µs) its place lapses
+local turn = KEYS[8] -- the node time (µs) of the writer's release that began the readers' turn
 local token = ARGV[1] -- the owner token
 local ttl = ARGV[2] -- the TTL in ms
-local intentMs = tonumber(ARGV[3]) -- how long a refused waiting writer's intent lasts; 0 for none
-local waiter = ARGV[4] -- the waiting writer's id, which its intent holds; "" for none
+local life = tonumber(ARGV[3]) -- how long (ms) a waiting writer's place lasts unless it asks again; 0 for a call that does not wait
+local waiter = ARGV[4] -- the waiting writer's id; "" for a call that does not wait
 local marker = ARGV[5] -- what the mutex key holds while the read-write lock is held
+local priority = ARGV[6] or "0" -- the waiting writer's priority (an integer)
 
 -- Returns 1 when taken; {0, pttl} when refused, pttl the ms until the
--- holders (the writer, or the last live reader) or the other writer's
--- intent run out; {4} when a mutex holds the name.
+-- holders (the writer, or the last live reader) run out, -1 when it waits
+-- for readers whose turn it is or for writers before it; {4} when a mutex
+-- holds the name.
 local m = redis.call("GET", mutex)
 if m and m ~= marker then
 	return {4}
 end
-local function refuse(pttl)
-	local mine = redis.call("GET", intent)
-	if intentMs > 0 and (not mine or mine == waiter) then
-		redis.call("SET", intent, waiter, "PX", intentMs)
+local t = redis.call("TIME")
+local now = t[1] * 1000000 + t[2]
+local function prune(set, due)
+	local stale = redis.call("ZRANGEBYSCORE", due, "-inf", now, "LIMIT", 0, 64)
+	if #stale > 0 then
+		redis.call("ZREM", set, unpack(stale))
+		redis.call("ZREM", due, unpack(stale))
 	end
-	return {0, pttl}
+end
+prune(writers, writersDue)
+prune(waiting, waitingDue)
+-- A waiting writer takes (or keeps) its place before anything else: it
+-- is then counted by every reader that comes after it.
+if waiter ~= "" and life > 0 then
+	redis.call("ZADD", writers, priority, waiter)
+	redis.call("ZADD", writersDue, now + life * 1000, waiter)
+	for _, k in ipairs({writers, writersDue}) do
+		if redis.call("PTTL", k) < life then
+			redis.call("PEXPIRE", k, life)
+		end
+	end
 end
 local p = redis.call("PTTL", writer)
 if p ~= -2 then
-	return refuse(p)
+	return {0, p}
 end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowMs = math.floor(now / 1000)
 local kv = redis.call("HGETALL", readers)
 local last = -1
 for i = 1, #kv, 2 do
-	local left = tonumber(kv[i + 1]) - now
+	local left = tonumber(kv[i + 1]) - nowMs
 	if left <= 0 then
 		redis.call("HDEL", readers, kv[i])
 	else
@@ -43,18 +66,38 @@ for i = 1, #kv, 2 do
 	end
 end
 if last > 0 then
-	return refuse(last)
+	return {0, last}
 end
-local other = redis.call("GET", intent)
-if other and other ~= waiter then
-	return {0, redis.call("PTTL", intent)}
+local began = redis.call("GET", turn)
+if began then
+	if redis.call("ZCOUNT", waiting, "-inf", "(" .. began) > 0 then
+		return {0, -1} -- the readers' turn
+	end
+	redis.call("DEL", turn)
+end
+-- ahead counts the waiting writers in its place's order before it: a
+-- smaller priority, or the same with a smaller id.
+local ahead
+if waiter ~= "" and life > 0 then
+	ahead = redis.call("ZCOUNT", writers, "-inf", "(" .. priority)
+	for _, id in ipairs(redis.call("ZRANGEBYSCORE", writers, priority, priority)) do
+		if id < waiter then
+			ahead = ahead + 1
+		end
+	end
+else
+	ahead = redis.call("ZCARD", writers)
+end
+if ahead > 0 then
+	return {0, -1} -- writers before it
 end
 redis.call("SET", writer, token, "PX", ttl)
 -- The marker refuses a mutex on the name while anyone holds it.
 if not m or redis.call("PTTL", mutex) < tonumber(ttl) then
 	redis.call("SET", mutex, marker, "PX", ttl)
 end
-if other then
-	redis.call("DEL", intent)
+if waiter ~= "" then
+	redis.call("ZREM", writers, waiter)
+	redis.call("ZREM", writersDue, waiter)
 end
 return 1

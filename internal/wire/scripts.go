@@ -98,16 +98,16 @@ var (
 	SemAcquire = pool.NewScript(-1, semAcquireSource)
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
-	// RWRead joins a read-write lock's readers (RWKeys' 4 keys).
-	RWRead = pool.NewScript(4, rwReadSource)
-	// RWWrite takes a read-write lock for a writer (RWKeys' 4 keys).
-	RWWrite = pool.NewScript(4, rwWriteSource)
+	// RWRead joins a read-write lock's readers (RWKeys' 8 keys).
+	RWRead = pool.NewScript(8, rwReadSource)
+	// RWWrite takes a read-write lock for a writer (RWKeys' 8 keys).
+	RWWrite = pool.NewScript(8, rwWriteSource)
 	// RWExtend extends a read-write lock's writer or a live reader
-	// (RWKeys' 4 keys).
-	RWExtend = pool.NewScript(4, rwExtendSource)
+	// (RWKeys' 8 keys).
+	RWExtend = pool.NewScript(8, rwExtendSource)
 	// RWRelease gives up a read-write lock's writer or reader, or a
-	// waiting writer's intent (RWKeys' 4 keys).
-	RWRelease = pool.NewScript(4, rwReleaseSource)
+	// waiting call's place (RWKeys' 8 keys).
+	RWRelease = pool.NewScript(8, rwReleaseSource)
 	// LeaderWrite writes an election's leader record while the election
 	// key holds the leader's token, and announces it.
 	LeaderWrite = pool.NewScript(2, leaderWriteSource)
@@ -120,9 +120,9 @@ var (
 	// InspectSemaphore reads a semaphore's slots, size and queue (its
 	// slots, then the size key and the queue: permits + 2 keys).
 	InspectSemaphore = pool.NewScript(-1, inspectSemaphoreSource)
-	// InspectRW reads a read-write lock's writer, live readers and intent
-	// (RWKeys' 4 keys).
-	InspectRW = pool.NewScript(4, inspectRWSource)
+	// InspectRW reads a read-write lock's writer, live readers and first
+	// waiting writer (RWKeys' 8 keys).
+	InspectRW = pool.NewScript(8, inspectRWSource)
 	// InspectElection reads an election key as Inspect does, and its
 	// leader record.
 	InspectElection = pool.NewScript(4, inspectElectionSource)

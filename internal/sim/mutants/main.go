@@ -112,8 +112,8 @@ var mutants = []mutant{
 	{
 		name:   "rw-read-ignores-writer",
 		file:   "internal/wire/rw_read.lua",
-		old:    "for _, k in ipairs({writer, intent}) do",
-		new:    "for _, k in ipairs({intent}) do",
+		old:    "if p ~= -2 then\n\treturn refuse(p)\nend",
+		new:    "if false then\n\treturn refuse(p)\nend",
 		breaks: "a reader joins while a writer holds the read-write lock",
 	},
 	// Not "the fence proposed from one granting node's counter instead of

@@ -1,0 +1,147 @@
+package tests
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/wire"
+)
+
+// rwTurns runs readers and writers, each on a Client of its own, taking
+// one read-write lock again as soon as they have released it (holds of
+// 1-4ms), for d; it returns each side's acquisitions. Every loop is
+// bounded in count and by d; the holds' randomness prints its seed.
+func rwTurns(t *testing.T, e *env, readers, writers int, d time.Duration) (reads, writes int64) {
+	t.Helper()
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	name := newKey(t)
+	var nReads, nWrites atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, readers+writers)
+	for w := range readers + writers {
+		reader := w < readers
+		rw := e.client().RWLock(name)
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20000 {
+				take, n := rw.Lock, &nWrites
+				if reader {
+					take, n = rw.RLock, &nReads
+				}
+				l, err := take(ctx, longTTL)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				n.Add(1)
+				time.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
+				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return nReads.Load(), nWrites.Load()
+}
+
+// Two writers and six readers taking the lock back to back: writers do
+// not shut the readers out (phase-fair: when a writer releases, the
+// readers that waited go in before the next writer), and writers go on
+// getting in.
+func TestRWLock_readersAreNotStarvedByAStreamOfWriters(t *testing.T) {
+	e := newEnv(t, 5)
+	reads, writes := rwTurns(t, e, 6, 2, 3*time.Second)
+	perReader, perWriter := float64(reads)/6, float64(writes)/2
+	t.Logf("%d reads (%.1f a reader), %d writes (%.1f a writer)", reads, perReader, writes, perWriter)
+	require.Positive(t, writes)
+	require.GreaterOrEqual(t, perReader, perWriter/2, "a reader gets at least half a writer's turns")
+}
+
+// Six writers and two readers: neither side is shut out.
+func TestRWLock_neitherSideStarvesWhenWritersAreMany(t *testing.T) {
+	e := newEnv(t, 5)
+	reads, writes := rwTurns(t, e, 2, 6, 3*time.Second)
+	perReader, perWriter := float64(reads)/2, float64(writes)/6
+	t.Logf("%d reads (%.1f a reader), %d writes (%.1f a writer)", reads, perReader, writes, perWriter)
+	require.GreaterOrEqual(t, perReader, perWriter/2, "a reader gets at least half a writer's turns")
+	require.GreaterOrEqual(t, writes, reads/8, "writers go in between the readers' turns")
+}
+
+// Three writers that wait behind a reader, while one of five nodes is
+// paused, all get in once the reader releases, in the order they began
+// to wait: every node orders them alike, so they do not split the nodes
+// between them.
+func TestRWLock_waitingWritersGoInTheOrderTheyBeganToWait(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 30*time.Second)
+	r, err := e.client().RWLock(name).TryRLock(ctx, longTTL)
+	require.NoError(t, err)
+	require.NoError(t, e.nodes[4].Pause())
+	t.Cleanup(func() { _ = e.nodes[4].Resume() })
+
+	order := make(chan int, 3)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		rw := e.client().RWLock(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := rw.Lock(ctx, longTTL)
+			if !assertNoError(t, err) {
+				return
+			}
+			order <- w
+			time.Sleep(5 * time.Millisecond)
+			assertNoError(t, l.Unlock(ctx))
+		}()
+		// Each begins to wait (and is refused by the reader) before the next.
+		require.Eventually(t, func() bool { return writersWaiting(t, e, name) >= w+1 }, 10*time.Second, 5*time.Millisecond)
+	}
+	require.NoError(t, r.Unlock(ctx))
+	wg.Wait()
+	close(order)
+	var got []int
+	for w := range order {
+		got = append(got, w)
+	}
+	require.Equal(t, []int{0, 1, 2}, got)
+}
+
+// writersWaiting is how many writers wait for the lock name on the
+// first node.
+func writersWaiting(t *testing.T, e *env, name string) int {
+	n, _ := redis.Int(dialNode(t, e.nodes[0]).Do("ZCARD", wire.RWKeys(name)[2]))
+	return n
+}
+
+// assertNoError reports err on t from any goroutine, and whether there
+// was none.
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%v", err)
+		return false
+	}
+	return true
+}
