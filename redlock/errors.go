@@ -225,6 +225,9 @@ func nodeMask(nodes []NodeResult, keep func(NodeResult) bool) uint64 {
 	return m
 }
 
+// isRefused reports a node that refused a round: it holds another's key.
+func isRefused(r NodeResult) bool { return r.Status == NodeRefused }
+
 // isUnasked reports whether r is a node the round could not ask.
 func isUnasked(r NodeResult) bool {
 	return r.Status == NodePending && r.Err != nil || r.Status == NodeFailed && notAsked(r.Err)

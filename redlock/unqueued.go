@@ -31,7 +31,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		return nil, refused, errors.Join(err, qe)
 	}
 	defer mw.leave()
-	mw.ignore.Store(ownNodes(qe.Nodes))
+	mw.heed(qe)
 	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
 	p.note(qe)
@@ -50,7 +50,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		}
 		p.note(qe)
 		d, _ := p.next(qe, failures, mw.isArmed())
-		mw.ignore.Store(ownNodes(qe.Nodes))
+		mw.heed(qe)
 		d = p.lag(d, mw.watch.refused(qe))
 		woken, err := mw.sleep(ctx, d, futileFloor(futile))
 		if err != nil {
@@ -89,6 +89,17 @@ type multiWaiter struct {
 	kws    []*keyWait
 	watch  nodeWatch     // the nodes its latest round could not ask, and those of them back since
 	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
+	// refusing is the nodes that refused the latest round: only their
+	// releases for anyone wake the call (a node that announces releases
+	// it never refused for, broken or hostile, cannot).
+	refusing atomic.Uint64
+}
+
+// heed notes the call's latest refused round qe: whose announcements
+// count.
+func (mw *multiWaiter) heed(qe *QuorumError) {
+	mw.ignore.Store(ownNodes(qe.Nodes))
+	mw.refusing.Store(nodeMask(qe.Nodes, isRefused))
 }
 
 // listenMulti subscribes to the announcements of every key of ks, for the
@@ -106,15 +117,15 @@ func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
 	return mw, nil
 }
 
-// released implements listener: a key left free for anyone wakes the
-// call, and so does a release that names it; one kept for another waiter
-// does not, nor one from a node the call released itself after its latest
-// round.
+// released implements listener: a key left free for anyone by a node
+// that refused the call's latest round wakes the call, and so does a
+// release that names it; one kept for another waiter does not, nor one
+// from a node the call released itself after its latest round.
 func (mw *multiWaiter) released(i int, to string) {
 	if mw.ignore.Load()&nodeBit(i) != 0 {
 		return
 	}
-	if to == "" || to == mw.id {
+	if to == "" && mw.refusing.Load()&nodeBit(i) != 0 || to != "" && to == mw.id {
 		mw.poke()
 	}
 }

@@ -124,6 +124,10 @@ type waiter struct {
 	heard  uint64 // bit i: node i released the key and named this waiter or no one
 	named  uint64 // bit i: node i kept the key for this waiter
 	ignore uint64 // nodes this waiter released itself after its round
+	// refusing is the nodes that refused its latest round (another
+	// holds the key there): only their anonymous releases count, so that
+	// a node that announces releases it never refused for cannot wake it.
+	refusing uint64
 	// granted[i] is the round named by node i's latest hand-off to this
 	// waiter (0 for none): the node set the token after that round ran
 	// there. heardOn[i] numbers the pub/sub connection it was heard on
@@ -174,6 +178,7 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 			w.c.notify.waitArmed(ctx, w.kw)
 		}
 	}
+	futile := 0 // rounds in a row that a release announcement started and that were refused
 	for failures := 0; ; {
 		if l := w.handoff(ctx); l != nil {
 			return l, nil
@@ -199,8 +204,14 @@ func (w *waiter) lock(ctx context.Context, first *round, armed bool) (l *Lock, e
 			continue
 		}
 		failures++
-		if err := w.sleep(ctx, qe, failures); err != nil {
+		woken, err := w.sleep(ctx, qe, failures, futileFloor(futile))
+		if err != nil {
 			return nil, err
+		}
+		if woken {
+			futile++
+		} else {
+			futile = 0
 		}
 	}
 }
@@ -350,7 +361,12 @@ func (w *waiter) observeHandoff(start, until time.Time) {
 // sleep waits after the refused round qe, the failures-th in a row (see
 // pacing), until a release concerns w. It returns the error that ends the
 // wait (pacing.end).
-func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error {
+//
+// floor is how long an anonymous release must wait before it counts: a
+// node that announces releases that lead to no grant (broken, or
+// hostile, publishing on the key's channel) cannot make w ask more often
+// than that. woken says whether an announcement ended the sleep.
+func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int, floor time.Duration) (woken bool, err error) {
 	d, split := w.pause(qe, failures)
 	// A release goes to every node at once, but its announcements arrive
 	// one by one. A release that keeps the key for w names it: w goes at
@@ -360,10 +376,11 @@ func (w *waiter) sleep(ctx context.Context, qe *QuorumError, failures int) error
 	// would find the key still held where the release has not landed yet.
 	// After a split vote only a release that names w ends the sleep.
 	need := min(w.c.quorum, max(qe.Count(NodeRefused), 1))
-	if err := w.await(ctx, d, need, split); err != nil {
-		return w.pace.end(err, qe)
+	woken, err = w.await(ctx, d, need, split, floor)
+	if err != nil {
+		return false, w.pace.end(err, qe)
 	}
-	return nil
+	return woken, nil
 }
 
 // pause returns how long w sleeps after the refused round qe, the
@@ -385,42 +402,71 @@ func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
 // namedOnly, only the former counts), or a grace period after the first
 // such announcement (never past d), or until a node that w's latest round
 // could not ask confirmed the key's subscription (it is back), or until
-// ctx ends (its error) or the Client closes (ErrClosed).
-func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly bool) error {
+// ctx ends (its error) or the Client closes (ErrClosed). An anonymous
+// release ends the wait no sooner than floor (never past d). woken says
+// whether an announcement ended it.
+func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly bool, floor time.Duration) (woken bool, err error) {
 	c, clk := w.c, w.c.cfg.clock
-	end := clk.Now().Add(d)
+	start := clk.Now()
+	end, earliest := start.Add(d), start.Add(min(floor, d))
 	t := clk.NewTimer(d)
 	defer func() { t.Stop() }()
 	graced := false
+	// wakeAt ends the wait at when (woken), or at once when it has come.
+	wakeAt := func(when time.Time) bool {
+		left := when.Sub(clk.Now())
+		if left <= 0 {
+			return true
+		}
+		if left < end.Sub(clk.Now()) {
+			t.Stop()
+			t = clk.NewTimer(left)
+		}
+		woken = true
+		return false
+	}
 	for {
 		select {
 		case <-t.C():
-			return nil
+			return woken, nil
 		case <-w.wake:
 			h, others, _ := w.handoffs()
 			n := w.announced(namedOnly)
 			// A quorum handed the key to w: it holds it. A node that keeps
 			// the key for w (a reservation) names it: go, the release
 			// reached the other nodes at about the same time.
-			if h >= c.quorum || n >= need || w.announced(true) > 0 || w.backNew.Swap(false) {
-				return nil
+			if h >= c.quorum || w.announced(true) > 0 || w.backNew.Swap(false) {
+				return true, nil
+			}
+			if n >= need {
+				if wakeAt(earliest) {
+					return true, nil
+				}
+				continue
 			}
 			// Hand-offs from some nodes: the others' are likely on their
 			// way, and after the grace period a round takes what was
 			// handed over.
 			if (n > 0 || others > 0) && !graced {
 				graced = true
-				if g := c.grace(); g < end.Sub(clk.Now()) {
-					t.Stop()
-					t = clk.NewTimer(g)
+				if wakeAt(maxTime(clk.Now().Add(c.grace()), earliest)) {
+					return true, nil
 				}
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-c.bg.closing():
-			return ErrClosed
+			return false, ErrClosed
 		}
 	}
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // grace is how long a waiter that heard a release from some nodes waits
@@ -527,7 +573,7 @@ func (w *waiter) forget() {
 	default:
 	}
 	w.mu.Lock()
-	w.heard, w.named, w.ignore = 0, 0, 0
+	w.heard, w.named, w.ignore, w.refusing = 0, 0, 0, 0
 	w.mu.Unlock()
 }
 
@@ -537,9 +583,9 @@ func (w *waiter) ignoreOwn(r *round) {
 	if r == nil {
 		return
 	}
-	mask := ownNodes(r.nodes)
+	mask, refusing := ownNodes(r.nodes), nodeMask(r.nodes, isRefused)
 	w.mu.Lock()
-	w.ignore = mask
+	w.ignore, w.refusing = mask, refusing
 	w.mu.Unlock()
 }
 
@@ -551,7 +597,7 @@ func (w *waiter) announced(namedOnly bool) int {
 	if namedOnly {
 		return bits.OnesCount64(w.named &^ w.ignore)
 	}
-	return bits.OnesCount64(w.heard &^ w.ignore)
+	return bits.OnesCount64(w.heard & w.refusing &^ w.ignore)
 }
 
 // grant is a node's hand-off to a waiter: the node, and the pub/sub

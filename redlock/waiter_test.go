@@ -44,7 +44,9 @@ func TestWaiter_countsAnnouncementsThatConcernIt(t *testing.T) {
 	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nTimedOut, nRestarted, nHeld, nHeld}})
 	require.Zero(t, w.announced(false))
 	w.ignoreOwn(&round{nodes: []NodeResult{nGranted, nRefusedDial, nHeld, nGranted, nGranted}})
-	require.Equal(t, 2, w.announced(false), "a node that refused, or that was never reached, holds no key of w's")
+	require.Equal(t, 1, w.announced(false), "only a node that refused w counts: one never reached holds no key of w's, but no key that held w back either")
+	w.ignoreOwn(&round{nodes: []NodeResult{nHeld, nHeld, nGranted, nGranted, nGranted}})
+	require.Equal(t, 1, w.announced(false), "node 2 granted (w released it): node 1 refused")
 
 	w.forget()
 	require.Zero(t, w.announced(false))
@@ -109,7 +111,10 @@ func TestSleep(t *testing.T) {
 	ctx := context.Background()
 	startW := func(w *waiter, d time.Duration, need int, namedOnly bool) (*waiter, <-chan error) {
 		done := make(chan error, 1)
-		go func() { done <- w.await(ctx, d, need, namedOnly) }()
+		go func() {
+			_, err := w.await(ctx, d, need, namedOnly, 0)
+			done <- err
+		}()
 		require.True(t, clk.WaitTimers(1, nil))
 		return w, done
 	}
@@ -203,7 +208,10 @@ func TestSleep(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := newTestWaiter(t, c, clk.Now())
 		done := make(chan error, 1)
-		go func() { done <- w.await(ctx, time.Hour, 3, false) }()
+		go func() {
+			_, err := w.await(ctx, time.Hour, 3, false, 0)
+			done <- err
+		}()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 	})
@@ -218,6 +226,7 @@ func newTestWaiter(t *testing.T, c *Client, since time.Time) *waiter {
 	require.NoError(t, err)
 	w, err := c.newWaiter(mutex{}, "k", ttl, cfg, since)
 	require.NoError(t, err)
+	w.refusing = ^uint64(0) // as if every node refused its round: their releases count
 	return w
 }
 
