@@ -141,21 +141,24 @@ func (rw *RWLock) placeLife() time.Duration { return rw.c.refresh() + rw.c.entry
 // wait takes the lock, waiting as RLock and Lock say; refused is when
 // its first round was refused (zero when it was not). Every round of a
 // waiting call carries its id (and a writer's, its priority: when it
-// began to wait), with which the nodes keep its place; a call refused
-// anywhere takes its place away when it ends.
+// began to wait), with which the nodes keep its place, also where a
+// round took the lock: a round that fails on too many nodes leaves the
+// call first where it was, and the nodes keep agreeing on the order. A
+// call that sent a round takes its place away when it ends, with the
+// lock or without.
 func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (*Lock, time.Time, error) {
 	c := rw.c
 	waiter := c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
 	priority := c.cfg.clock.Now().UnixMicro()
-	refused := false
+	placed := false
 	defer func() {
-		if refused {
+		if placed {
 			c.tell(ctx, wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, "", waiter, 0))
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
 		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter, priority)
-		refused = refused || r != nil && !grantedEverywhere(r)
+		placed = placed || r != nil
 		return l, err
 	})
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"sync/atomic"
 	"time"
 )
@@ -93,6 +94,16 @@ type multiWaiter struct {
 	// releases for anyone wake the call (a node that announces releases
 	// it never refused for, broken or hostile, cannot).
 	refusing atomic.Uint64
+	// heard is the refusing nodes that announced a release for anyone
+	// since the round began; need is how many of them let the call ask
+	// again at once (a release reaches every node at about the same
+	// time, but its announcements come one by one: asking at the first
+	// would find the key still held where it has not landed yet).
+	heard atomic.Uint64
+	need  atomic.Int32
+	// urgent: a release that names the call, or a node back, since the
+	// round began: the call asks again at once.
+	urgent atomic.Bool
 }
 
 // heed notes the call's latest refused round qe: whose announcements
@@ -100,6 +111,7 @@ type multiWaiter struct {
 func (mw *multiWaiter) heed(qe *QuorumError) {
 	mw.ignore.Store(ownNodes(qe.Nodes))
 	mw.refusing.Store(nodeMask(qe.Nodes, isRefused))
+	mw.need.Store(int32(min(mw.c.quorum, max(qe.Count(NodeRefused), 1))))
 }
 
 // listenMulti subscribes to the announcements of every key of ks, for the
@@ -125,7 +137,12 @@ func (mw *multiWaiter) released(i int, to string) {
 	if mw.ignore.Load()&nodeBit(i) != 0 {
 		return
 	}
-	if to == "" && mw.refusing.Load()&nodeBit(i) != 0 || to != "" && to == mw.id {
+	switch {
+	case to != "" && to == mw.id:
+		mw.urgent.Store(true)
+		mw.poke()
+	case to == "" && mw.refusing.Load()&nodeBit(i) != 0:
+		updateMask(&mw.heard, func(m uint64) uint64 { return m | nodeBit(i) })
 		mw.poke()
 	}
 }
@@ -139,6 +156,7 @@ func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 // the call asks again.
 func (mw *multiWaiter) subscribed(i int) {
 	if mw.watch.confirmed(i) {
+		mw.urgent.Store(true)
 		mw.poke()
 	}
 }
@@ -149,6 +167,8 @@ func (mw *multiWaiter) drain() {
 	case <-mw.wake:
 	default:
 	}
+	mw.heard.Store(0)
+	mw.urgent.Store(false)
 }
 
 // poke implements listener: the call asks again.
@@ -180,8 +200,10 @@ func (mw *multiWaiter) isArmed() bool {
 	return true
 }
 
-// sleep waits d, or until a release of one of the keys is announced once
-// floor has passed (woken), ctx ends (its error) or the Client closes
+// sleep waits d, or, once floor has passed, until a release that names
+// the call or a node back wakes it, or need of the refusing nodes
+// announced a release for anyone, or a grace period after the first of
+// them (woken); or until ctx ends (its error) or the Client closes
 // (ErrClosed).
 func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken bool, err error) {
 	if floor = min(floor, d); floor > 0 {
@@ -199,18 +221,35 @@ func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken
 		mw.c.putTimer(t)
 		d -= floor
 	}
+	clk := mw.c.cfg.clock
+	end := clk.Now().Add(d)
 	t := mw.c.timer(d)
-	defer mw.c.putTimer(t)
-	select {
-	case <-t.C():
-	case <-mw.wake:
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	case <-mw.c.bg.closing():
-		return false, ErrClosed
+	defer func() { mw.c.putTimer(t) }()
+	graced := false
+	for {
+		select {
+		case <-t.C():
+			return graced, nil
+		case <-mw.wake:
+			if mw.urgent.Load() || bits.OnesCount64(mw.heard.Load()) >= int(mw.need.Load()) {
+				return true, nil
+			}
+			// Some of the refusing nodes announced a release: the others'
+			// are likely on their way; after the grace period the call
+			// asks anyway (an announcement can be lost).
+			if !graced {
+				graced = true
+				if g := mw.c.grace(); g < end.Sub(clk.Now()) {
+					mw.c.putTimer(t)
+					t = mw.c.timer(g)
+				}
+			}
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-mw.c.bg.closing():
+			return false, ErrClosed
+		}
 	}
-	return false, nil
 }
 
 // leave ends the subscriptions.

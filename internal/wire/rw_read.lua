@@ -59,10 +59,8 @@ if redis.call("ZCARD", writers) > 0 then
 		return refuse(-1)
 	end
 end
-if waiter ~= "" then
-	redis.call("ZREM", waiting, waiter)
-	redis.call("ZREM", waitingDue, waiter)
-end
+-- A waiting reader's place stays until the call leaves (rw_release.lua):
+-- should this round fail on too many nodes, its turn still holds here.
 local nowMs = math.floor(now / 1000)
 redis.call("HSET", readers, token, nowMs + ttl)
 if redis.call("PTTL", readers) < ttl then

@@ -96,8 +96,6 @@ redis.call("SET", writer, token, "PX", ttl)
 if not m or redis.call("PTTL", mutex) < tonumber(ttl) then
 	redis.call("SET", mutex, marker, "PX", ttl)
 end
-if waiter ~= "" then
-	redis.call("ZREM", writers, waiter)
-	redis.call("ZREM", writersDue, waiter)
-end
+-- Its place stays until the call leaves (rw_release.lua): should this
+-- round fail on too many nodes, it is still first where it took the lock.
 return 1
