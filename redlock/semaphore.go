@@ -85,8 +85,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 // (WithRetry) passes; after a round in which the nodes took different
 // slots it asks for the slot most of them took. Waiting calls queue on
 // each node by when they began to wait, and a freed permit goes to the
-// longest waiter; a call that ends without a permit leaves the queues at
-// once (docs/kinds.md).
+// longest waiter (a node whose clock is more than a second off the
+// Client's places a call by its own clock); a call that ends without a
+// permit leaves the queues at once (docs/kinds.md).
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
@@ -141,13 +142,16 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 
 // wait takes a permit, waiting as Acquire says; refused is when its
 // first round was refused (zero when it was not). Every round carries
-// the call's place in the nodes' queues; after a round in which the
-// nodes took different slots, the next asks for the one most took. A
-// call that was refused anywhere leaves the queues when it ends.
+// the call's place in the nodes' queues, and how long it has waited (a
+// node whose clock is off the Client's places the call by that); after a
+// round in which the nodes took different slots, the next asks for the
+// one most took. A call that was refused anywhere leaves the queues when
+// it ends.
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
 	c := s.c
+	began := c.cfg.clock.Now()
 	w := wire.SemWait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
-		Priority: c.cfg.clock.Now().UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
+		Priority: began.UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
 	prefer, queued := -1, false
 	defer func() {
 		if queued {
@@ -155,6 +159,7 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{s.name}, w.ID, cfg, func() (*Lock, error) {
+		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {
 			prefer = r.won() // the slot most nodes took, if any did
