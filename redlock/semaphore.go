@@ -87,7 +87,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 // each node by when they began to wait, and a freed permit goes to the
 // longest waiter (a node whose clock is more than a second off the
 // Client's places a call by its own clock); a call that ends without a
-// permit leaves the queues at once (docs/kinds.md).
+// permit leaves the queues once its rounds are answered (docs/kinds.md).
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
@@ -146,22 +146,24 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 // node whose clock is off the Client's places the call by that); after a
 // round in which the nodes took different slots, the next asks for the
 // one most took. A call that was refused anywhere leaves the queues when
-// it ends.
+// it ends, on each node after its rounds there.
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
 	c := s.c
 	began := c.cfg.clock.Now()
 	w := wire.SemWait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
 		Priority: began.UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
 	prefer, queued := -1, false
+	var sent pending // the rounds the leave must not overtake
 	defer func() {
 		if queued {
-			c.tell(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID))
+			c.tellAfter(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID), &sent)
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{s.name}, w.ID, cfg, func() (*Lock, error) {
 		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {
+			sent.add(r)
 			prefer = r.won() // the slot most nodes took, if any did
 			queued = queued || !grantedEverywhere(r)
 		}
