@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -88,6 +89,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 // longest waiter (a node whose clock is more than a second off the
 // Client's places a call by its own clock); a call that ends without a
 // permit leaves the queues once its rounds are answered (docs/kinds.md).
+// A quorum of nodes that keep another number of permits for the
+// semaphore fails it at once, with the error TryAcquire gives.
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
@@ -146,7 +149,8 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 // node whose clock is off the Client's places the call by that); after a
 // round in which the nodes took different slots, the next asks for the
 // one most took. A call that was refused anywhere leaves the queues when
-// it ends, on each node after its rounds there.
+// it ends, on each node after its rounds there. A round that a quorum
+// failed with another number of permits ends the wait (sizeRefused).
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
 	c := s.c
 	began := c.cfg.clock.Now()
@@ -167,6 +171,9 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 			prefer = r.won() // the slot most nodes took, if any did
 			queued = queued || !grantedEverywhere(r)
 		}
+		if qe := asRefusal(err); qe != nil && sizeRefused(qe) {
+			return nil, endWait{err}
+		}
 		return l, err
 	})
 }
@@ -184,13 +191,39 @@ func (s *Semaphore) permitStatus(addr string, reply any, err error) (NodeStatus,
 	case !ok || p.Code == wire.CodeAcquired && p.Slot >= s.permits:
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
 	case p.Code == wire.CodeSize:
-		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
-			"semaphore %q has %d permits on this node, but this Client gives it %d: every Client must give the same (docs/kinds.md)",
-			s.name, p.Size, s.permits)}
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: &sizeError{name: s.name, node: p.Size, given: s.permits}}
 	case p.Code == wire.CodeHeld:
 		return NodeRefused, nil
 	}
 	return NodeOK, nil
+}
+
+// sizeError is a node's answer that it keeps another number of permits
+// for the semaphore than the call gives.
+type sizeError struct {
+	name  string
+	node  int64 // the permits the node keeps
+	given int   // the permits the call gives
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("semaphore %q has %d permits on this node, but this Client gives it %d: every Client must give the same (docs/kinds.md)",
+		e.name, e.node, e.given)
+}
+
+// sizeRefused reports whether so many nodes of the refused round qe keep
+// another number of permits that the others cannot make a quorum: no
+// round of the call can succeed until the semaphore's size is changed
+// (docs/kinds.md), and waiting would only run out its context.
+func sizeRefused(qe *QuorumError) bool {
+	n := 0
+	for _, r := range qe.Nodes {
+		var se *sizeError
+		if r.Status == NodeFailed && errors.As(r.Err, &se) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
 }
 
 // permitSlot reads the slot a granting node took.
