@@ -15,10 +15,9 @@ import (
 
 // waitUnqueued calls try until a round takes the lock or fails for
 // another reason than a refusal, or try ends the wait (endWait), and
-// between refused rounds it sleeps as
-// pacing says, or until a release of one of keys is announced: one that
-// leaves a key free for anyone, or one that names the call's id ("" for
-// none). refused is when the first round was refused (zero when it was
+// between refused rounds it sleeps as pacing says, or until a release of
+// one of keys is announced: one that leaves a key free for anyone, or one
+// that names the call's id ("" for none). refused is when the first round was refused (zero when it was
 // not).
 func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
 	l, err = try()

@@ -70,12 +70,12 @@ if id == "" then
 	return reply
 end
 
--- The waiter's place: the priority it sent, or, when the client's clock
--- is more than a second off the node's, where the node's clock and the
--- time waited place it (placed, place.lua). Its entry holds this round, and
--- the queue lasts as long as the entry. A refused waiter is queued until
--- it is due back. A waiter that took the key stays queued, if it was, for
--- a little while: its round may yet fail on the other nodes, and then it
+-- The waiter's place: the priority it sent, or, when the client's clock is
+-- more than a second off the node's, where the node's clock and the time
+-- waited place it (placed, place.lua). Its entry holds this round, and the
+-- queue lasts as long as the entry. A refused waiter is queued until it is
+-- due back. A waiter that took the key stays queued, if it was, for a
+-- little while: its round may yet fail on the other nodes, and then it
 -- asks again soon. If it got the lock, its release takes it out of the
 -- queue, or the entry runs out, well before the lock does (a holder that
 -- dies must not be at the head of the queue when its key expires). The
