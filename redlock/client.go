@@ -220,6 +220,13 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 // follow-up nobody waits for, such as a waiting call leaving its queues.
 // After Close it sends nothing.
 func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
+	c.tellAfter(ctx, script, args, nil)
+}
+
+// tellAfter is tell for a follow-up of the rounds after (nil for none):
+// on a node where one of them has not settled, it goes once they have
+// (debt.oweAfter).
+func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any, after *pending) {
 	t, ok := c.bg.claim()
 	if !ok {
 		return
@@ -227,7 +234,5 @@ func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
 	defer t.done()
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args,
 		until: c.cfg.clock.Now().Add(c.refresh() + c.entrySlack())}
-	for i := range c.pools {
-		d.owe(i)
-	}
+	d.oweAfter(after)
 }

@@ -102,6 +102,8 @@ const (
 	callMulti      = "multi-acquire"
 	callLeaderPut  = "leader-write"
 	callLeaderGet  = "leader-read"
+	callSemAcquire = "sem-acquire"
+	callSemRelease = "sem-release" // a permit's release, or a waiting call's leaving the queue
 )
 
 func callKind(script *pool.Script, cmd string) string {
@@ -124,6 +126,10 @@ func callKind(script *pool.Script, cmd string) string {
 		return callLeaderPut
 	case wire.LeaderRead:
 		return callLeaderGet
+	case wire.SemAcquire:
+		return callSemAcquire
+	case wire.SemRelease:
+		return callSemRelease
 	}
 	return "script"
 }

@@ -184,6 +184,24 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 	c.bg.goTracked(func() { d.settle(o.i, settleRetry, nil) })
 }
 
+// oweAfter owes every node d (owe), but a node where one of the rounds
+// after (nil for none) has not settled only once they have: sent before,
+// the command could reach the node first (pools with several connections
+// a node), and the late round then undo it, putting a call that left its
+// queue back in it. The caller holds a ticket (Close waits for it).
+func (d *debt) oweAfter(after *pending) {
+	for i := range d.c.pools {
+		if after == nil || !after.on(i) {
+			d.owe(i)
+			continue
+		}
+		d.c.bg.goHeld(func() {
+			after.await()
+			d.owe(i)
+		})
+	}
+}
+
 // owe sends the release to node i now, and when that attempt fails
 // without the node's answer, settles the node in the background. The
 // caller holds a ticket (Close waits for it). A pipelined node takes the

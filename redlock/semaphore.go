@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -85,8 +86,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 // (WithRetry) passes; after a round in which the nodes took different
 // slots it asks for the slot most of them took. Waiting calls queue on
 // each node by when they began to wait, and a freed permit goes to the
-// longest waiter; a call that ends without a permit leaves the queues at
-// once (docs/kinds.md).
+// longest waiter (a node whose clock is more than a second off the
+// Client's places a call by its own clock); a call that ends without a
+// permit leaves the queues once its rounds are answered (docs/kinds.md).
+// A quorum of nodes that keep another number of permits for the
+// semaphore fails it at once, with the error TryAcquire gives.
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	cfg, err := s.config(ctx, ttl, opts)
 	if err != nil {
@@ -141,24 +145,34 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 
 // wait takes a permit, waiting as Acquire says; refused is when its
 // first round was refused (zero when it was not). Every round carries
-// the call's place in the nodes' queues; after a round in which the
-// nodes took different slots, the next asks for the one most took. A
-// call that was refused anywhere leaves the queues when it ends.
+// the call's place in the nodes' queues, and how long it has waited (a
+// node whose clock is off the Client's places the call by that); after a
+// round in which the nodes took different slots, the next asks for the
+// one most took. A call that was refused anywhere leaves the queues when
+// it ends, on each node after its rounds there. A round that a quorum
+// failed with another number of permits ends the wait (sizeRefused).
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
 	c := s.c
+	began := c.cfg.clock.Now()
 	w := wire.SemWait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
-		Priority: c.cfg.clock.Now().UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
+		Priority: began.UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
 	prefer, queued := -1, false
+	var sent pending // the rounds the leave must not overtake
 	defer func() {
 		if queued {
-			c.tell(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID))
+			c.tellAfter(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID), &sent)
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{s.name}, w.ID, cfg, func() (*Lock, error) {
+		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {
+			sent.add(r)
 			prefer = r.won() // the slot most nodes took, if any did
 			queued = queued || !grantedEverywhere(r)
+		}
+		if qe := asRefusal(err); qe != nil && sizeRefused(qe) {
+			return nil, endWait{err}
 		}
 		return l, err
 	})
@@ -177,13 +191,39 @@ func (s *Semaphore) permitStatus(addr string, reply any, err error) (NodeStatus,
 	case !ok || p.Code == wire.CodeAcquired && p.Slot >= s.permits:
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf("unexpected reply %v", reply)}
 	case p.Code == wire.CodeSize:
-		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: fmt.Errorf(
-			"semaphore %q has %d permits on this node, but this Client gives it %d: every Client must give the same (docs/kinds.md)",
-			s.name, p.Size, s.permits)}
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "EVALSHA", Err: &sizeError{name: s.name, node: p.Size, given: s.permits}}
 	case p.Code == wire.CodeHeld:
 		return NodeRefused, nil
 	}
 	return NodeOK, nil
+}
+
+// sizeError is a node's answer that it keeps another number of permits
+// for the semaphore than the call gives.
+type sizeError struct {
+	name  string
+	node  int64 // the permits the node keeps
+	given int   // the permits the call gives
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("semaphore %q has %d permits on this node, but this Client gives it %d: every Client must give the same (docs/kinds.md)",
+		e.name, e.node, e.given)
+}
+
+// sizeRefused reports whether so many nodes of the refused round qe keep
+// another number of permits that the others cannot make a quorum: no
+// round of the call can succeed until the semaphore's size is changed
+// (docs/kinds.md), and waiting would only run out its context.
+func sizeRefused(qe *QuorumError) bool {
+	n := 0
+	for _, r := range qe.Nodes {
+		var se *sizeError
+		if r.Status == NodeFailed && errors.As(r.Err, &se) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
 }
 
 // permitSlot reads the slot a granting node took.

@@ -176,3 +176,39 @@ func TestSemaphore_fencedPermitsCountPerSlot(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.Nil(t, plain)
 }
+
+// An Acquire that gives up leaves the queue on every node, but only once
+// a node that has not answered its latest round has: a leave that
+// overtook the round (pools with several connections a node) would let
+// the round queue the call again.
+func TestSemaphore_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(time.Hour, time.Hour))
+	for _, n := range nodes {
+		n.set(wire.PermitKey("pool", 0), "someone-else")
+	}
+	open := nodes[0].hold(callSemAcquire) // node 0 answers no round until opened
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Semaphore("pool", 1).Acquire(ctx, time.Second)
+		done <- err
+	}()
+	// Two rounds (the first, and the one asked once subscribed) wait on
+	// node 0; the others refused them, and the call sleeps.
+	require.Eventually(t, func() bool { return nodes[0].parkedCount() == 2 }, 10*time.Second, time.Millisecond)
+	require.True(t, clk.WaitTimers(1, nil))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Never(t, func() bool { return nodes[0].count(callSemRelease) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"the leave went to node 0 before its rounds were answered")
+
+	open()
+	for i, n := range nodes {
+		require.Eventually(t, func() bool { return n.count(callSemRelease) == 1 }, 10*time.Second, time.Millisecond, "node %d", i)
+	}
+	calls := nodes[0].callLog()
+	require.Equal(t, callSemRelease, calls[len(calls)-1], "node 0: %v", calls)
+	for i, n := range nodes {
+		require.Zero(t, n.zcard(wire.PermitWaitersKey("pool")), "node %d still queues the call", i)
+	}
+}

@@ -15,13 +15,16 @@ import (
 // own (try); between them they sleep here.
 
 // waitUnqueued calls try until a round takes the lock or fails for
-// another reason than a refusal, and between refused rounds it sleeps as
-// pacing says, or until a release of one of keys is announced: one that
-// leaves a key free for anyone, or one that names the call's id ("" for
-// none). refused is when the first round was refused (zero when it was
+// another reason than a refusal, or try ends the wait (endWait), and
+// between refused rounds it sleeps as pacing says, or until a release of
+// one of keys is announced: one that leaves a key free for anyone, or one
+// that names the call's id ("" for none). refused is when the first round was refused (zero when it was
 // not).
 func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
 	l, err = try()
+	if e, ok := err.(endWait); ok {
+		return nil, refused, e.err
+	}
 	qe := asRefusal(err)
 	if err == nil || qe == nil {
 		return l, refused, err
@@ -46,6 +49,9 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		if l, err = try(); err == nil {
 			return l, refused, nil
 		}
+		if e, ok := err.(endWait); ok {
+			return nil, refused, e.err
+		}
 		if qe = asRefusal(err); qe == nil {
 			return nil, refused, p.cut(err)
 		}
@@ -64,6 +70,14 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		}
 	}
 }
+
+// endWait is what a waiting call's round returns to waitUnqueued for a
+// refusal that waiting cannot overcome (a semaphore of another size on a
+// quorum: sizeRefused): the wait ends with err, the round's error, at
+// once.
+type endWait struct{ err error }
+
+func (e endWait) Error() string { return e.err.Error() }
 
 // futileFloor is how long a waiting call without a queue sleeps before a
 // wake-up counts, after n rounds in a row that a wake-up started found the

@@ -500,19 +500,9 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: wire.Release,
 		args:  c.queue.ReleaseArgs(w.key, owned, w.id, alt),
 		until: c.cfg.clock.Now().Add(max(w.ttl, c.refresh()+c.entrySlack()))}
-	for i := range c.pools {
-		if !w.sent.on(i) {
-			d.owe(i)
-			continue
-		}
-		// A round of w has not settled on this node: sent after it, the
-		// release could come first and the round put w back in the queue
-		// (pools with several connections a node).
-		c.bg.goHeld(func() {
-			w.sent.await()
-			d.owe(i)
-		})
-	}
+	// After w's rounds: sent before one of them settled, the release
+	// could come first and the round put w back in the queue.
+	d.oweAfter(&w.sent)
 }
 
 // released implements listener: node i released the key, leaving it free

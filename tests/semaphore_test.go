@@ -238,3 +238,40 @@ func TestSemaphore_neverMoreHoldersThanPermitsWhileTwoOfFiveNodesDie(t *testing.
 	hammerSemaphore(t, e, 6, 2, 3*time.Second, true)
 	<-killed
 }
+
+// Acquire against a quorum of nodes that keep another number of permits
+// fails at once with the error that names both numbers, as TryAcquire
+// does: waiting cannot change them. Fewer such nodes than a quorum leave
+// the others to grant.
+func TestSemaphore_acquireFailsAtOnceWhenAQuorumKeepsAnotherSize(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := ctxT(t, time.Minute)
+	for _, tc := range []struct {
+		name  string
+		nodes []int // the nodes that keep 3 permits
+		fails bool
+	}{
+		{"quorum", []int{0, 2, 4}, true},
+		{"minority", []int{1, 3}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := newKey(t)
+			for _, i := range tc.nodes {
+				_, err := e.nodes[i].Do("SET", wire.PermitsKey(name), 3)
+				require.NoError(t, err)
+			}
+			waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l, err := e.client().Semaphore(name, 1).Acquire(waitCtx, 10*time.Second)
+			if !tc.fails {
+				require.NoError(t, err)
+				require.NoError(t, l.Unlock(ctx))
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "it waited for the context")
+			require.ErrorContains(t, err, "has 3 permits on this node, but this Client gives it 1")
+			require.ErrorContains(t, err, e.addrs[tc.nodes[0]], "the node is named")
+		})
+	}
+}

@@ -536,9 +536,9 @@ func incrBy(s *store, k, by string, sign int64) any {
 	return incr(s, k, sign*n)
 }
 
-// cmdZadd is ZADD key [NX|XX] [GT|LT] [CH] score member [score member ...].
+// cmdZadd is ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...].
 func cmdZadd(s *store, a []string) any {
-	var nx, xx, gt, lt, ch bool
+	var nx, xx, gt, lt, ch, inc bool
 	i := 2
 	for ; i < len(a); i++ {
 		switch strings.ToUpper(a[i]) {
@@ -557,6 +557,9 @@ func cmdZadd(s *store, a []string) any {
 		case "CH":
 			ch = true
 			continue
+		case "INCR":
+			inc = true
+			continue
 		}
 		break
 	}
@@ -564,6 +567,8 @@ func cmdZadd(s *store, a []string) any {
 	switch {
 	case len(pairs) == 0 || len(pairs)%2 != 0:
 		return errSyntax
+	case inc && len(pairs) != 2:
+		return errorReply("ERR INCR option supports a single increment-element pair")
 	case nx && xx:
 		return errorReply("ERR XX and NX options at the same time are not compatible")
 	case gt && lt || nx && (gt || lt):
@@ -580,6 +585,28 @@ func cmdZadd(s *store, a []string) any {
 	it, err := s.typed(a[1], kZset)
 	if err != nil {
 		return err
+	}
+	if inc {
+		// As ZINCRBY: the member's new score, or nil when an option
+		// skipped it.
+		var old float64
+		has := false
+		if it != nil {
+			old, has = it.zset[pairs[1]]
+		}
+		f := old + scores[0]
+		if math.IsNaN(f) {
+			return errorReply("ERR resulting score is not a number (NaN)")
+		}
+		if has && (nx || gt && f <= old || lt && f >= old) || !has && xx {
+			return nil
+		}
+		if it == nil {
+			it = &item{kind: kZset, zset: map[string]float64{}}
+			s.items[a[1]] = it
+		}
+		it.zset[pairs[1]] = f
+		return formatScore(f)
 	}
 	if it == nil {
 		if xx {
@@ -760,7 +787,8 @@ func parseScore(s string) (float64, error) {
 }
 
 // formatScore writes a score as Redis does: integers without a point, the
-// shortest form that reads back the same otherwise.
+// shortest form that reads back the same otherwise, without an exponent
+// for the magnitudes the scripts use (1700000000125.5, not 1.7000000001255e+12).
 func formatScore(f float64) string {
 	switch {
 	case math.IsInf(f, 1):
@@ -769,6 +797,8 @@ func formatScore(f float64) string {
 		return "-inf"
 	case f == math.Trunc(f) && math.Abs(f) < 1e17:
 		return strconv.FormatInt(int64(f), 10)
+	case math.Abs(f) >= 1e-4 && math.Abs(f) < 1e17:
+		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }

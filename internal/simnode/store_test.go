@@ -114,6 +114,12 @@ func TestStore_answersAsMiniredisDoes(t *testing.T) {
 				args = append(args, []string{"NX", "XX", "CH"}[o])
 			}
 			ms := rng.Perm(4)[:1+rng.Intn(2)] // distinct members
+			if rng.Intn(3) == 0 {
+				// One member, by a finite amount (inf - inf: Redis refuses
+				// the NaN, miniredis answers it).
+				args = append(args, "INCR", []string{"0", "1", "2.5", "-3", "1700000000123"}[rng.Intn(5)], member())
+				break
+			}
 			for _, k := range ms {
 				args = append(args, score(), []string{"a", "b", "c", "d"}[k])
 			}

@@ -2,7 +2,8 @@
 -- free, or when it holds a reservation or a hand-off for this caller. A
 -- refused caller that waits is queued, so that the key goes to the longest
 -- waiter.
--- queue.lua comes first: it names KEYS[1..2] (key, queue).
+-- queue.lua comes first: it names KEYS[1..2] (key, queue); then
+-- place.lua.
 local fenceKey = KEYS[3] -- with fencing: the fence counter; nil without
 local epochKey = KEYS[4] -- with fencing: the node's epoch; nil without
 local token = ARGV[1] -- the owner token
@@ -69,13 +70,12 @@ if id == "" then
 	return reply
 end
 
--- The waiter's place: the priority it sent, or, when the client's clock
--- is more than a second off the node's, where the node's clock and the
--- time waited place it (the clocks read the same second most of the
--- time, and then nothing is computed). Its entry holds this round, and
--- the queue lasts as long as the entry. A refused waiter is queued until
--- it is due back. A waiter that took the key stays queued, if it was, for
--- a little while: its round may yet fail on the other nodes, and then it
+-- The waiter's place: the priority it sent, or, when the client's clock is
+-- more than a second off the node's, where the node's clock and the time
+-- waited place it (placed, place.lua). Its entry holds this round, and the
+-- queue lasts as long as the entry. A refused waiter is queued until it is
+-- due back. A waiter that took the key stays queued, if it was, for a
+-- little while: its round may yet fail on the other nodes, and then it
 -- asks again soon. If it got the lock, its release takes it out of the
 -- queue, or the entry runs out, well before the lock does (a holder that
 -- dies must not be at the head of the queue when its key expires). The
@@ -95,12 +95,9 @@ end
 local added = redis.call("ZADD", queue, "NX", prio, id) == 1
 redis.call("PEXPIRE", queue, life)
 if added then
-	local t = redis.call("TIME")
-	if t[1] ~= sec then
-		local began = tonumber(t[1]) * 1000000 + tonumber(t[2]) - tonumber(waited)
-		if math.abs(tonumber(prio) - began) > 1000000 then
-			redis.call("ZADD", queue, "XX", began, id)
-		end
+	local p = placed(prio, waited, sec, redis.call("TIME"))
+	if p ~= prio then
+		redis.call("ZADD", queue, "XX", p, id)
 	end
 end
 if not own then

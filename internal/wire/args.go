@@ -46,13 +46,18 @@ func (q Queue) AcquireArgs(key, token string, ms int64, w Waiter, epoch string) 
 	if epoch != "" {
 		args = append(args, FenceKey(key), EpochKey(keyslot.Slot(key)))
 	}
-	sec := (w.Since + w.Waited) / 1_000_000 // the wall clock now, whole seconds
-	args = append(args, token, ms, w.ID, w.Since, w.Waited, sec, w.Round, w.Handoff, q.window, q.life, min(q.slack, ms/2))
+	args = append(args, token, ms, w.ID, w.Since, w.Waited, second(w.Since, w.Waited), w.Round, w.Handoff, q.window, q.life, min(q.slack, ms/2))
 	if epoch != "" {
 		args = append(args, epoch)
 	}
 	return args
 }
+
+// second is a waiting call's Client's wall-clock time when it sends a
+// round, in whole seconds: when the wait began and how long it has
+// waited, in µs. A node whose clock reads another second checks the
+// call's place (place.lua).
+func second(since, waited int64) int64 { return (since + waited) / 1_000_000 }
 
 // ReleaseArgs are the release script's keys and arguments: key gives up
 // owned (a token, or a waiting call's reservation) and, when handoff (a
@@ -186,10 +191,14 @@ func SemKeys(name string, permits int, fenced bool) []any {
 	return append(args, EpochKey(keyslot.Slot(name)))
 }
 
-// SemWait is a waiting Acquire call's place in a semaphore's queue.
+// SemWait is a waiting Acquire call's place in a semaphore's queue, as
+// one round tells it. A node whose clock is more than a second off the
+// Client's places a call new on it by its own clock less Waited, as it
+// does a waiting Lock call (Waiter).
 type SemWait struct {
 	ID       string // the call's id, "<client id>.<n>"; "" for a call that does not wait
-	Priority int64  // when the call began to wait (µs of its Client's clock): smaller goes first
+	Priority int64  // when the call began to wait (µs of its Client's wall clock): smaller goes first
+	Waited   int64  // how long it has waited when the round is sent, µs on its Client's monotonic clock
 	LifeMs   int64  // how long its place lasts on a node unless it asks again
 }
 
@@ -203,7 +212,7 @@ func SemAcquireArgs(keys []any, permits int, token string, ms int64, prefer int,
 	if w.ID == "" && epoch == "" {
 		return args // the script reads the rest as none
 	}
-	return append(args, w.ID, w.Priority, w.LifeMs, epoch)
+	return append(args, w.ID, w.Priority, w.Waited, second(w.Priority, w.Waited), w.LifeMs, epoch)
 }
 
 // SemReleaseArgs are the release's key count, keys and arguments for a

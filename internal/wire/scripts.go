@@ -11,6 +11,8 @@ import (
 var (
 	//go:embed queue.lua
 	queueSource string
+	//go:embed place.lua
+	placeSource string
 	//go:embed acquire.lua
 	acquireSource string
 	//go:embed give_up.lua
@@ -66,12 +68,14 @@ var (
 // that work on the waiters' queue (the acquisition, the release and the
 // forced release) share its function and its first two keys, which come
 // first in their source (queue.lua); the two releases also share giveUp
-// (give_up.lua). A key count of -1 means
+// (give_up.lua), and the two acquisitions that queue (a lock's and a
+// semaphore's) the rule that places a waiting call (place.lua). A key
+// count of -1 means
 // the count goes with each call (KeyCount).
 var (
 	// Acquire takes a key for a token (2 keys, 4 with fencing), queues a
 	// waiting Lock call when the key is held, and reports the holder's TTL.
-	Acquire = pool.NewScript(-1, queueSource+acquireSource)
+	Acquire = pool.NewScript(-1, queueSource+placeSource+acquireSource)
 	// Release gives a key up and hands it to the head of its queue.
 	Release = pool.NewScript(2, queueSource+giveUpSource+releaseSource)
 	// ReleaseFree gives up a key that no one waits for: it is left free.
@@ -95,7 +99,7 @@ var (
 	MultiRelease = pool.NewScript(-1, multiReleaseSource)
 	// SemAcquire takes a free permit slot of a semaphore (its slots and
 	// its size key: permits + 1 keys).
-	SemAcquire = pool.NewScript(-1, semAcquireSource)
+	SemAcquire = pool.NewScript(-1, placeSource+semAcquireSource)
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
 	// RWRead joins a read-write lock's readers (RWKeys' 8 keys).
@@ -132,14 +136,14 @@ var (
 type ScriptInfo struct {
 	Name   string // its file's name, without .lua
 	Script *pool.Script
-	Source string // the source the node runs (queue.lua's functions included)
+	Source string // the source the node runs (queue.lua's and place.lua's functions included)
 }
 
 // Scripts is every script the Clients run, in one table: what names the
 // command a node refused inside one of them (Called), and what the tests
 // check the scripts against.
 var Scripts = []ScriptInfo{
-	{"acquire", Acquire, queueSource + acquireSource},
+	{"acquire", Acquire, queueSource + placeSource + acquireSource},
 	{"release", Release, queueSource + giveUpSource + releaseSource},
 	{"release_free", ReleaseFree, releaseFreeSource},
 	{"extend", Extend, extendSource},
@@ -150,7 +154,7 @@ var Scripts = []ScriptInfo{
 	{"multi_acquire", MultiAcquire, multiAcquireSource},
 	{"multi_extend", MultiExtend, multiExtendSource},
 	{"multi_release", MultiRelease, multiReleaseSource},
-	{"sem_acquire", SemAcquire, semAcquireSource},
+	{"sem_acquire", SemAcquire, placeSource + semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
 	{"rw_read", RWRead, rwReadSource},
 	{"rw_write", RWWrite, rwWriteSource},

@@ -107,8 +107,8 @@ func digits(v any, max int) (int64, bool) {
 // Misplaced reports whether a node whose clock read nodeMicros when it
 // placed w by the priority w sent should place it at began instead: when
 // the Client's clock is more than a second off the node's, the node's
-// clock less the time w waited places it, as acquire.lua does for a
-// waiter new on the node.
+// clock less the time w waited places it, as the scripts do for a waiter
+// new on the node (place.lua).
 func (w Waiter) Misplaced(nodeMicros int64) (began int64, bad bool) {
 	began = nodeMicros - w.Waited
 	d := w.Since - began
