@@ -104,6 +104,8 @@ const (
 	callLeaderGet  = "leader-read"
 	callSemAcquire = "sem-acquire"
 	callSemRelease = "sem-release" // a permit's release, or a waiting call's leaving the queue
+	callRWWrite    = "rw-write"
+	callRWRelease  = "rw-release" // a hold's release, or a waiting call's leaving its place
 )
 
 func callKind(script *pool.Script, cmd string) string {
@@ -130,6 +132,10 @@ func callKind(script *pool.Script, cmd string) string {
 		return callSemAcquire
 	case wire.SemRelease:
 		return callSemRelease
+	case wire.RWWrite:
+		return callRWWrite
+	case wire.RWRelease:
+		return callRWRelease
 	}
 	return "script"
 }

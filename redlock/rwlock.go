@@ -99,7 +99,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	if wait {
 		l, refused, err = rw.wait(ctx, ttl, cfg, reader)
 	} else {
-		l, _, err = rw.try(ctx, ttl, cfg, reader, "", 0)
+		l, _, err = rw.try(ctx, ttl, cfg, reader, wire.Wait{})
 	}
 	kind := KindRWWrite
 	if reader {
@@ -109,10 +109,11 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 	return l, err
 }
 
-// try is one round of a reader or of the writer, of the waiting call
-// waiter ("" for none) whose priority (a writer's) is priority. It returns
-// the round too, nil when none was sent.
-func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, waiter string, priority int64) (*Lock, *round, error) {
+// try is one round of a reader or of the writer, of the waiting call w
+// (zero for none: its id, and a writer's priority and time waited). It
+// returns the round too, nil when none was sent.
+func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, w wire.Wait) (*Lock, *round, error) {
+	waiter := w.ID
 	c := rw.c
 	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw}}
 	var err error
@@ -128,7 +129,7 @@ func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, re
 	if !reader {
 		g.key, g.kind = rw.keys[0], writeHold{rw}
 		g.req.script = wire.RWWrite
-		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), life, waiter, priority)
+		g.req.args = wire.RWWriteArgs(&rw.keys, g.token, ttl.Milliseconds(), life, waiter, w.Priority, w.Waited)
 	}
 	return c.take(ctx, &g)
 }
@@ -146,19 +147,32 @@ func (rw *RWLock) placeLife() time.Duration { return rw.c.refresh() + rw.c.entry
 // call first where it was, and the nodes keep agreeing on the order. A
 // call that sent a round takes its place away when it ends, with the
 // lock or without.
-func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (*Lock, time.Time, error) {
+func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (l *Lock, refused time.Time, err error) {
 	c := rw.c
-	waiter := c.id + "." + strconv.FormatUint(rand.Uint64(), 36)
-	priority := c.cfg.clock.Now().UnixMicro()
-	placed := false
+	began := c.cfg.clock.Now()
+	w := wire.Wait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36), Priority: began.UnixMicro()}
+	var sent pending // the rounds the leave must not overtake
 	defer func() {
-		if placed {
-			c.tell(ctx, wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, "", waiter, 0))
+		leave := wire.RWReleaseArgs(rw.name, &rw.keys, "", w.ID, 0)
+		switch {
+		case l != nil:
+			// With the lock: its place goes at once, or the next writer
+			// would wait behind it until the call's rounds settle on
+			// every node (a node timeout, with one node down). A late
+			// round that lands after the leave puts the place back on its
+			// node only, until the place lapses there.
+			c.tell(ctx, wire.RWRelease, leave)
+		case sent.last != nil:
+			// Without: after the call's rounds, which would put it back.
+			c.tellAfter(ctx, wire.RWRelease, leave, &sent)
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
-		l, r, err := rw.try(ctx, ttl, cfg, reader, waiter, priority)
-		placed = placed || r != nil
+		w.Waited = c.cfg.clock.Since(began).Microseconds()
+		l, r, err := rw.try(ctx, ttl, cfg, reader, w)
+		if r != nil {
+			sent.add(r)
+		}
 		return l, err
 	})
 }

@@ -165,3 +165,39 @@ func TestRWLock_aWriterThatGivesUpTakesItsIntentAway(t *testing.T) {
 	require.NoError(t, err, "the intent of a writer that left holds readers back")
 	require.NoError(t, r2.Unlock(ctx))
 }
+
+// A waiting writer that gives up takes its place away on each node only
+// after its rounds there were answered: sent before, the leave could land
+// first (pools without per-key order) and a late round put the writer
+// back in the queue, where it kept readers out until its place lapsed.
+// A writer that gets the lock takes its place away at once.
+func TestRWLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5, WithRetry(time.Hour, time.Hour))
+	keys := wire.RWKeys("doc")
+	for _, n := range nodes {
+		n.set(keys[0], "someone-else")
+	}
+	open := nodes[0].hold(callRWWrite) // node 0 answers no round until opened
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.RWLock("doc").Lock(ctx, time.Second)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return nodes[0].parkedCount() >= 1 }, 10*time.Second, time.Millisecond)
+	require.True(t, clk.WaitTimers(1, nil))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Never(t, func() bool { return nodes[0].count(callRWRelease) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"the leave went to node 0 before its rounds were answered")
+
+	open()
+	for i, n := range nodes {
+		require.Eventually(t, func() bool { return n.count(callRWRelease) == 1 }, 10*time.Second, time.Millisecond, "node %d", i)
+	}
+	calls := nodes[0].callLog()
+	require.Equal(t, callRWRelease, calls[len(calls)-1], "node 0: %v", calls)
+	for i, n := range nodes {
+		require.Zero(t, n.zcard(keys[2]), "node %d still queues the writer", i)
+	}
+}

@@ -74,7 +74,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 		return nil, err
 	}
 	since := s.c.cfg.clock.Now()
-	l, _, err := s.try(ctx, ttl, cfg, -1, wire.SemWait{})
+	l, _, err := s.try(ctx, ttl, cfg, -1, wire.Wait{})
 	s.c.acquiredAs(KindSemaphore, s.name, since, time.Time{}, err)
 	return l, err
 }
@@ -125,7 +125,7 @@ func (s *Semaphore) config(ctx context.Context, ttl time.Duration, opts []LockOp
 // try is one acquisition round of the waiting call w (zero for none),
 // asking for slot prefer first (-1 for none). It returns the round too,
 // nil when none was sent.
-func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int, w wire.SemWait) (*Lock, *round, error) {
+func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int, w wire.Wait) (*Lock, *round, error) {
 	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: permit{s}}
 	var err error
 	if g.token, err = newTokenWith(s.c.tokenPrefix); err != nil {
@@ -154,7 +154,7 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
 	c := s.c
 	began := c.cfg.clock.Now()
-	w := wire.SemWait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
+	w := wire.Wait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
 		Priority: began.UnixMicro(), LifeMs: (c.refresh() + c.entrySlack()).Milliseconds()}
 	prefer, queued := -1, false
 	var sent pending // the rounds the leave must not overtake

@@ -99,7 +99,7 @@ func TestScripts_aSemaphoreDoesNotTrustAClientClockASecondOff(t *testing.T) {
 	require.NoError(t, err)
 	ask := func(id string, since time.Time, waited time.Duration) float64 {
 		t.Helper()
-		w := wire.SemWait{ID: id, Priority: since.UnixMicro(), Waited: waited.Microseconds(), LifeMs: 10_000}
+		w := wire.Wait{ID: id, Priority: since.UnixMicro(), Waited: waited.Microseconds(), LifeMs: 10_000}
 		v, err := acquire.Do(conn, wire.SemAcquireArgs(keys, 1, id+"/t", 10_000, -1, w, "")...)
 		require.NoError(t, err)
 		p, ok := wire.ParsePermit(v)
@@ -130,7 +130,7 @@ func TestScripts_aSemaphoreDoesNotTrustAClientClockASecondOff(t *testing.T) {
 	_, err = conn.Do("DEL", wire.PermitKey(name, 0))
 	require.NoError(t, err)
 	ask("c2.1", slowSince, 40*time.Millisecond)
-	w := wire.SemWait{ID: "c1.1", Priority: since.UnixMicro(), Waited: 400_000, LifeMs: 10_000}
+	w := wire.Wait{ID: "c1.1", Priority: since.UnixMicro(), Waited: 400_000, LifeMs: 10_000}
 	v, err := acquire.Do(conn, wire.SemAcquireArgs(keys, 1, "c1.1/t", 10_000, -1, w, "")...)
 	require.NoError(t, err)
 	p, ok := wire.ParsePermit(v)

@@ -62,7 +62,7 @@ func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
 	slots := map[string]map[int]int{"A": {}, "B": {}, "C": {}} // client -> slot -> nodes
 	for i, order := range arrivals {
 		for _, who := range order {
-			reply, err := sem.Do(conns[i], wire.SemAcquireArgs(keys, 2, who, 60_000, -1, wire.SemWait{}, "")...)
+			reply, err := sem.Do(conns[i], wire.SemAcquireArgs(keys, 2, who, 60_000, -1, wire.Wait{}, "")...)
 			require.NoError(t, err)
 			if p, ok := wire.ParsePermit(reply); ok && p.Code == wire.CodeAcquired {
 				slots[who][p.Slot]++

@@ -191,11 +191,12 @@ func SemKeys(name string, permits int, fenced bool) []any {
 	return append(args, EpochKey(keyslot.Slot(name)))
 }
 
-// SemWait is a waiting Acquire call's place in a semaphore's queue, as
-// one round tells it. A node whose clock is more than a second off the
-// Client's places a call new on it by its own clock less Waited, as it
-// does a waiting Lock call (Waiter).
-type SemWait struct {
+// Wait is a waiting call's place in a queue ordered by priority (a
+// semaphore's Acquire, a read-write lock's waiting writer), as one round
+// tells it. A node whose clock is more than a second off the Client's
+// places a call new on it by its own clock less Waited, as it does a
+// waiting Lock call (Waiter).
+type Wait struct {
 	ID       string // the call's id, "<client id>.<n>"; "" for a call that does not wait
 	Priority int64  // when the call began to wait (µs of its Client's wall clock): smaller goes first
 	Waited   int64  // how long it has waited when the round is sent, µs on its Client's monotonic clock
@@ -207,7 +208,7 @@ type SemWait struct {
 // none), for the waiting call w (zero for none); epoch is the fencing
 // epoch ("" without fencing, and then keys must be unfenced). keys is
 // SemKeys' result, shared by the rounds of one call.
-func SemAcquireArgs(keys []any, permits int, token string, ms int64, prefer int, w SemWait, epoch string) []any {
+func SemAcquireArgs(keys []any, permits int, token string, ms int64, prefer int, w Wait, epoch string) []any {
 	args := append(keys[:len(keys):len(keys)], token, ms, prefer, permits)
 	if w.ID == "" && epoch == "" {
 		return args // the script reads the rest as none
@@ -253,9 +254,11 @@ func RWReadArgs(keys *[8]string, token string, ms int64, waiter string, lifeMs i
 
 // RWWriteArgs are a writer's keys and arguments: token takes the lock for
 // ms; a waiting writer (waiter, its id, not "") keeps its place in the
-// writers' queue, by priority, for lifeMs.
-func RWWriteArgs(keys *[8]string, token string, ms, lifeMs int64, waiter string, priority int64) []any {
-	return append(rwKeys(keys), token, ms, lifeMs, waiter, RWMarker, priority)
+// writers' queue for lifeMs, by priority (when it began to wait, µs of
+// its Client's wall clock) unless the node places it by its own clock
+// less waited (µs: place.lua).
+func RWWriteArgs(keys *[8]string, token string, ms, lifeMs int64, waiter string, priority, waited int64) []any {
+	return append(rwKeys(keys), token, ms, lifeMs, waiter, RWMarker, priority, waited, second(priority, waited))
 }
 
 // RWExtendArgs are the extension's keys and arguments: the writer or

@@ -1,6 +1,6 @@
 -- A waiting call's place in a queue ordered by when the calls began to
--- wait, shared by acquire.lua and sem_acquire.lua: this source comes
--- before either's own.
+-- wait, shared by acquire.lua, sem_acquire.lua and rw_write.lua: this
+-- source comes before each one's own.
 
 -- placed returns where a call new on the node goes: prio, when its
 -- Client's wall clock says the wait began (µs, the same for every node),

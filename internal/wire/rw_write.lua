@@ -1,10 +1,12 @@
--- Read-write lock, a writer. Phase-fair: a writer takes the lock while no
+-- Read-write lock, a writer (place.lua comes first). Phase-fair: a writer takes the lock while no
 -- writer holds it, no live reader is in, no reader whose turn it is still
 -- waits (the readers that waited since before the last writer's release
 -- go first), and no waiting writer goes before it. Waiting writers queue
 -- by a priority their Client gives them (when they began to wait), the
--- same on every node, so that the nodes agree on which goes next; while
--- any waits, new readers wait behind it.
+-- same on every node, so that the nodes agree on which goes next (a node
+-- places by its own clock a writer whose Client's clock is more than a
+-- second off, as the mutex's and the semaphore's queues do); while any
+-- waits, new readers wait behind it.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
 local writers = KEYS[3] -- sorted set: waiting writer id by priority, smaller first
@@ -18,7 +20,9 @@ local ttl = ARGV[2] -- the TTL in ms
 local life = tonumber(ARGV[3]) -- how long (ms) a waiting writer's place lasts unless it asks again; 0 for a call that does not wait
 local waiter = ARGV[4] -- the waiting writer's id; "" for a call that does not wait
 local marker = ARGV[5] -- what the mutex key holds while the read-write lock is held
-local priority = ARGV[6] or "0" -- the waiting writer's priority (an integer)
+local priority = ARGV[6] or "0" -- the waiting writer's priority: when it began to wait, µs of its Client's wall clock
+local waited = ARGV[7] or "0" -- how long (µs) it has waited by its Client's monotonic clock
+local sec = ARGV[8] or "" -- its Client's wall-clock time when it sent the round (priority + waited), in whole seconds
 
 -- Returns 1 when taken; {0, pttl} when refused, pttl the ms until the
 -- holders (the writer, or the last live reader) run out, -1 when it waits
@@ -42,6 +46,9 @@ prune(waiting, waitingDue)
 -- A waiting writer takes (or keeps) its place before anything else: it
 -- is then counted by every reader that comes after it.
 if waiter ~= "" and life > 0 then
+	-- Where it is queued (ZADD XX INCR 0 reads it and changes nothing),
+	-- or, new here, where placed puts it.
+	priority = redis.call("ZADD", writers, "XX", "INCR", 0, waiter) or placed(priority, waited, sec, t)
 	redis.call("ZADD", writers, priority, waiter)
 	redis.call("ZADD", writersDue, now + life * 1000, waiter)
 	for _, k in ipairs({writers, writersDue}) do

@@ -105,7 +105,7 @@ var (
 	// RWRead joins a read-write lock's readers (RWKeys' 8 keys).
 	RWRead = pool.NewScript(8, rwReadSource)
 	// RWWrite takes a read-write lock for a writer (RWKeys' 8 keys).
-	RWWrite = pool.NewScript(8, rwWriteSource)
+	RWWrite = pool.NewScript(8, placeSource+rwWriteSource)
 	// RWExtend extends a read-write lock's writer or a live reader
 	// (RWKeys' 8 keys).
 	RWExtend = pool.NewScript(8, rwExtendSource)
@@ -157,7 +157,7 @@ var Scripts = []ScriptInfo{
 	{"sem_acquire", SemAcquire, placeSource + semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
 	{"rw_read", RWRead, rwReadSource},
-	{"rw_write", RWWrite, rwWriteSource},
+	{"rw_write", RWWrite, placeSource + rwWriteSource},
 	{"rw_extend", RWExtend, rwExtendSource},
 	{"rw_release", RWRelease, rwReleaseSource},
 	{"leader_write", LeaderWrite, leaderWriteSource},
