@@ -16,11 +16,15 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local m = redis.call("GET", mutex)
 -- The first waiting writer whose place has not lapsed.
+local due = {}
+local live = redis.call("ZRANGEBYSCORE", writersDue, "(" .. now * 1000, "+inf", "WITHSCORES")
+for i = 1, #live, 2 do
+	due[live[i]] = tonumber(live[i + 1])
+end
 local head, headLeft = false, -2
 for _, id in ipairs(redis.call("ZRANGE", writers, 0, 15)) do
-	local due = tonumber(redis.call("ZSCORE", writersDue, id) or "0")
-	if due > now * 1000 then
-		head, headLeft = id, math.floor((due - now * 1000) / 1000)
+	if due[id] then
+		head, headLeft = id, math.floor((due[id] - now * 1000) / 1000)
 		break
 	end
 end

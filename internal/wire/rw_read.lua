@@ -53,7 +53,9 @@ if p ~= -2 then
 end
 if redis.call("ZCARD", writers) > 0 then
 	-- A writer waits: only a reader whose turn it is goes in.
-	local since = waiter ~= "" and redis.call("ZSCORE", waiting, waiter)
+	-- When it first waited here (ZADD XX INCR 0 reads it and changes
+	-- nothing; false when it did not).
+	local since = waiter ~= "" and redis.call("ZADD", waiting, "XX", "INCR", 0, waiter)
 	local began = redis.call("GET", turn)
 	if not (since and began and tonumber(since) < tonumber(began)) then
 		return refuse(-1)
