@@ -321,3 +321,51 @@ func TestElection_observeDeliversEachNewLeaderOnItsAnnouncement(t *testing.T) {
 		t.Fatal("the channel is still open after ctx ended")
 	}
 }
+
+// WithMinValidity holds for the leadership Campaign returns: a campaign
+// whose lock is down to the minimum once its record is written (still
+// live) resigns and campaigns again, and the lock it returns has more
+// than the minimum left. The automatic extension is set to run late, so
+// that it does not renew the first lock meanwhile.
+func TestElection_campaignKeepsItsMinimumValidityAfterTheRecord(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	opens := make([]func(), len(nodes))
+	for i, n := range nodes {
+		opens[i] = n.hold(callLeaderPut)
+	}
+	type result struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.Election("e").Campaign(context.Background(), "v", ttl,
+			WithMinValidity(ttl/2), WithAutoExtend(ttl*9/10))
+		done <- result{l, err}
+	}()
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.parkedCount() > 0 }, 5*time.Second, time.Millisecond)
+	}
+	first := nodes[0].tokenLog()
+	clk.Advance(ttl * 6 / 10) // live, with less than ttl/2 left
+	for _, open := range opens {
+		open()
+	}
+	var r result
+	for i := 0; ; i++ {
+		require.Less(t, i, 10000, "the campaign did not end")
+		select {
+		case r = <-done:
+		case <-time.After(time.Millisecond):
+			clk.Advance(time.Millisecond) // the pause between campaigns
+			continue
+		}
+		break
+	}
+	require.NoError(t, r.err)
+	require.Greater(t, r.l.Validity(), ttl/2, "the leadership returned has more than the minimum left")
+	require.Greater(t, r.l.Fence(), uint64(1), "a new term")
+	require.Eventually(t, func() bool { return len(nodes[0].tokenLog()) > len(first) }, 5*time.Second, time.Millisecond,
+		"a second acquisition")
+	require.NoError(t, r.l.Unlock(context.Background()))
+}
