@@ -93,6 +93,13 @@ const (
 	// permission for the key's channel): Lock calls that wait for the key
 	// wake only by their back-off. Err is the node's error.
 	EventNotAnnounced
+	// EventTermRegressed: an observer of an election (Election.Observe)
+	// found a leader whose term is at or below the term of a leader it
+	// delivered before: a quorum of nodes lost the election key's fence
+	// counter (docs/fencing.md), so terms no longer fence the leaders
+	// apart. Key is the election key; Err names both terms. Reported once
+	// per regression, by each observer that sees it.
+	EventTermRegressed
 )
 
 // Event is something that happened to a lock or a node (Observer.Event).
