@@ -91,8 +91,9 @@ func (e *Election) checkCampaign(ctx context.Context, value string, ttl time.Dur
 // ErrExpired); Unlock resigns. After winning the lock, Campaign writes the
 // leader record (value, term, the Client's ID) on a quorum of nodes, only
 // where the election key still holds the lock, and returns only while
-// the lock is still valid; when the record cannot be written or the lock
-// ran out meanwhile, it resigns and campaigns again. It fails when ctx
+// the lock is still valid, with more than WithMinValidity left when
+// opts give it; when the record cannot be written, or the lock ran out
+// (or down to that minimum) meanwhile, it resigns and campaigns again. It fails when ctx
 // ends (the error matches ErrNotAcquired and ctx.Err()) or the Client
 // closes (ErrClosed). Bad arguments (a nil ctx, an empty election
 // name, an empty value or one over MaxLeaderValue, a bad ttl or option)
@@ -111,7 +112,7 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 		if err != nil {
 			return nil, err
 		}
-		if err = e.record(ctx, l, ld, value); err == nil {
+		if err = e.record(ctx, l, ld, value, cfg.minValidity); err == nil {
 			return l, nil
 		}
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -135,10 +136,12 @@ func campaignOptions(opts []LockOption) []LockOption {
 }
 
 // record writes l's leader record on a quorum of nodes, where the
-// election key still holds l's token, and checks that l is still live;
-// then ld, l's kind, keeps it for the extensions. The error says why
-// not: a *QuorumError matching ErrNotAcquired, or the lock's end.
-func (e *Election) record(ctx context.Context, l *Lock, ld *leadership, value string) error {
+// election key still holds l's token, and checks that l is still live
+// with more than minValidity left (WithMinValidity, which the
+// acquisition checked before this round); then ld, l's kind, keeps it
+// for the extensions. The error says why not: a *QuorumError matching
+// ErrNotAcquired, or the lock's end.
+func (e *Election) record(ctx context.Context, l *Lock, ld *leadership, value string, minValidity time.Duration) error {
 	req := request{script: wire.LeaderWrite, args: wire.LeaderWriteArgs(e.name, l.token, value, l.fence, e.c.id),
 		status: doneStatus, after: l.after, gate: true}
 	r, err := e.c.run(ctx, req)
@@ -154,6 +157,10 @@ func (e *Election) record(ctx context.Context, l *Lock, ld *leadership, value st
 		// The lock ran out (or was lost) while the record was written:
 		// another may lead by now (etcd's trap).
 		return fmt.Errorf("redlock: election %q: the lock ended before the leader record was written: %w", e.name, ErrNotAcquired)
+	}
+	if left := l.Validity(); left <= minValidity {
+		return fmt.Errorf("redlock: election %q: the lock had %v of validity left once the leader record was written, not more than the minimum validity %v: %w",
+			e.name, left, minValidity, ErrNotAcquired)
 	}
 	// From now on each extension writes the record back on the nodes
 	// that hold the key for l but lack the record (one that did not

@@ -3,24 +3,37 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/quorumlock/redlock/internal/wire"
 )
 
-// Observe delivers each new leader of the election, in term order: never
-// a term lower than or equal to one it already delivered. It asks the
-// nodes (as Leader does) at once, whenever a node announces a new leader
-// record, and every second in case an announcement was lost; a leader
-// that no quorum names yet is not delivered, and leaders that follow
-// each other faster than the reader reads may be skipped (the newest
-// wins). The channel is closed when ctx ends or the Client closes; an
-// empty election name or a nil ctx give a channel closed at once. The
-// reading goroutine is the Client's background work: Close waits for it,
-// and it never blocks the Client's announcements while the channel is
-// not read.
+// Observe delivers each new leader of the election, in term order: a
+// leader whose term is lower than or equal to the last one delivered is
+// delivered only when the terms went back (below). It asks the nodes (as
+// Leader does) at once, whenever a node announces a new leader record,
+// and every second in case an announcement was lost; a leader that no
+// quorum names yet is not delivered. The channel holds one leader: when
+// the reader is slower than the leaders change, the leader it has not
+// read yet is replaced by the newer one, so that a reader that comes
+// back late reads the newest leader seen, never an older one.
+//
+// Terms are the fences of the election key, and they increase only while
+// the fence counters survive on every quorum of nodes (docs/fencing.md).
+// When a quorum lost its counters, a new leader may have a term at or
+// below one already delivered: Observe delivers it, with the term the
+// nodes give, and reports the regression once, as an EventTermRegressed
+// to the Client's observers and a record at Warn (WithLogger); from then
+// on it counts from that term.
+//
+// The channel is closed when ctx ends or the Client closes; an empty
+// election name or a nil ctx give a channel closed at once. The reading
+// goroutine is the Client's background work: Close waits for it, and it
+// never blocks the Client's announcements, nor waits for the reader.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	out := make(chan Leader)
+	out := make(chan Leader, 1)
 	if e.check(ctx) != nil {
 		close(out)
 		return out
@@ -37,7 +50,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 // own goroutine.
 type observer struct {
 	e    *Election
-	out  chan Leader
+	out  chan Leader   // one leader; only run sends on it
 	wake chan struct{} // signalled on every announcement
 }
 
@@ -49,21 +62,54 @@ func (o *observer) run(ctx context.Context) {
 	if kw := c.notify.join(wire.LeaderKey(o.e.name), o); kw != nil {
 		defer c.notify.leave(kw, o)
 	}
-	var last uint64
+	var last Leader // the last leader delivered; none while its Term is 0
 	for {
-		if l, err := o.e.Leader(ctx); err == nil && l.Term > last {
-			select {
-			case o.out <- l:
-				last = l.Term
-			case <-ctx.Done():
-				return
-			case <-c.bg.closing():
-				return
+		if l, err := o.e.Leader(ctx); err == nil && l != last {
+			if last.Term != 0 && l.Term <= last.Term {
+				o.e.termRegressed(last.Term, l.Term)
 			}
+			o.deliver(l)
+			last = l
 		}
 		if !o.sleep(ctx) {
 			return
 		}
+	}
+}
+
+// deliver puts l on the channel, in place of a leader the reader has not
+// read yet. It never blocks: only run sends, so once the pending leader
+// is taken out (by deliver or by the reader) there is room.
+func (o *observer) deliver(l Leader) {
+	for range 2 {
+		select {
+		case o.out <- l:
+			return
+		default:
+		}
+		select {
+		case <-o.out: // the older leader, unread: l replaces it
+		default:
+		}
+	}
+}
+
+// termRegressed reports that the election's leader has term to, at or
+// below the term from of a leader delivered before it: a quorum of nodes
+// lost the election key's fence counter.
+func (e *Election) termRegressed(from, to uint64) {
+	c := e.c
+	if c.cfg.logger == nil && !c.observing() {
+		return
+	}
+	err := fmt.Errorf("redlock: election %q: the leader's term went back from %d to %d: a quorum of nodes lost the election key's fence counter (docs/fencing.md)", e.name, from, to)
+	if c.cfg.logger != nil {
+		c.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "redlock: election term went back",
+			slog.String("election", e.name), slog.Uint64("from", from), slog.Uint64("to", to),
+			slog.String("cause", "a quorum of nodes lost the election key's fence counter (docs/fencing.md)"))
+	}
+	if c.observing() {
+		c.emit(Event{Kind: EventTermRegressed, Lock: KindElection, Key: e.key, Err: err})
 	}
 }
 

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -320,4 +321,158 @@ func TestElection_observeDeliversEachNewLeaderOnItsAnnouncement(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the channel is still open after ctx ended")
 	}
+}
+
+// WithMinValidity holds for the leadership Campaign returns: a campaign
+// whose lock is down to the minimum once its record is written (still
+// live) resigns and campaigns again, and the lock it returns has more
+// than the minimum left. The automatic extension is set to run late, so
+// that it does not renew the first lock meanwhile.
+func TestElection_campaignKeepsItsMinimumValidityAfterTheRecord(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	opens := make([]func(), len(nodes))
+	for i, n := range nodes {
+		opens[i] = n.hold(callLeaderPut)
+	}
+	type result struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.Election("e").Campaign(context.Background(), "v", ttl,
+			WithMinValidity(ttl/2), WithAutoExtend(ttl*9/10))
+		done <- result{l, err}
+	}()
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.parkedCount() > 0 }, 5*time.Second, time.Millisecond)
+	}
+	first := nodes[0].tokenLog()
+	clk.Advance(ttl * 6 / 10) // live, with less than ttl/2 left
+	for _, open := range opens {
+		open()
+	}
+	var r result
+	for i := 0; ; i++ {
+		require.Less(t, i, 10000, "the campaign did not end")
+		select {
+		case r = <-done:
+		case <-time.After(time.Millisecond):
+			clk.Advance(time.Millisecond) // the pause between campaigns
+			continue
+		}
+		break
+	}
+	require.NoError(t, r.err)
+	require.Greater(t, r.l.Validity(), ttl/2, "the leadership returned has more than the minimum left")
+	require.Greater(t, r.l.Fence(), uint64(1), "a new term")
+	require.Eventually(t, func() bool { return len(nodes[0].tokenLog()) > len(first) }, 5*time.Second, time.Millisecond,
+		"a second acquisition")
+	require.NoError(t, r.l.Unlock(context.Background()))
+}
+
+// plantLeader makes every node hold the election key of name for token,
+// with its record: a leader of that term, as a quorum would name it.
+func plantLeader(nodes []*testNode, name, token string, term uint64, cid string) {
+	for _, n := range nodes {
+		n.set(wire.ElectionKey(name), token)
+		n.server("HSET", wire.LeaderKey(name), "token", token, "value", "v-"+token, "term", term, "client", cid)
+	}
+}
+
+// askedFor advances the fake clock by the observer's period until node n
+// has been asked for the leader more than times times: the observer's
+// goroutine began that many asks, so it is done with the ones before.
+func askedFor(t *testing.T, clk interface{ Advance(time.Duration) }, n *testNode, times int) {
+	t.Helper()
+	for i := 0; n.count(callLeaderGet) <= times; i++ {
+		require.Less(t, i, 10000, "the observer did not ask the nodes %d times", times+1)
+		clk.Advance(observeEvery)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// nextLeader reads the next leader from ch, advancing the fake clock by
+// the observer's period while none comes.
+func nextLeader(t *testing.T, clk interface{ Advance(time.Duration) }, ch <-chan Leader) Leader {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		select {
+		case l, open := <-ch:
+			require.True(t, open, "the observer ended")
+			return l
+		case <-time.After(time.Millisecond):
+			clk.Advance(observeEvery)
+		}
+	}
+	t.Fatal("no leader was delivered")
+	return Leader{}
+}
+
+// A reader that comes back late reads the newest leader the observer
+// saw, not the one it saw first: the unread leader is replaced.
+func TestElection_observeGivesALateReaderTheNewestLeader(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	e := c.Election("e")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plantLeader(nodes, "e", "t1", 9, "c1")
+	ch := e.Observe(ctx)
+	askedFor(t, clk, nodes[0], 1) // the first ask found term 9, unread
+	plantLeader(nodes, "e", "t2", 10, "c2")
+	askedFor(t, clk, nodes[0], 3) // and a whole ask since found term 10
+	select {
+	case got := <-ch:
+		require.Equal(t, Leader{Value: "v-t2", Term: 10, ClientID: "c2"}, got, "the newest leader")
+	default:
+		t.Fatal("no leader waits on the channel")
+	}
+	select {
+	case got := <-ch:
+		t.Fatalf("%+v was delivered after a newer leader", got)
+	default:
+	}
+	cancel()
+	_, open := <-ch
+	require.False(t, open)
+}
+
+// When the terms go back (a quorum of nodes lost the election key's
+// fence counter), Observe goes on delivering the leaders with the terms
+// the nodes give, and reports each regression once: an
+// EventTermRegressed and a Warn record.
+func TestElection_observeDeliversALeaderWhoseTermWentBackAndSaysSo(t *testing.T) {
+	rec := &recorder{}
+	var logs syncBuffer
+	c, nodes, clk := newFakeClient(t, 5, WithObserver(rec), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	e := c.Election("e")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plantLeader(nodes, "e", "t1", 9, "c1")
+	ch := e.Observe(ctx)
+	require.Equal(t, Leader{Value: "v-t1", Term: 9, ClientID: "c1"}, nextLeader(t, clk, ch))
+	require.Empty(t, rec.kinds())
+
+	plantLeader(nodes, "e", "t2", 3, "c2") // the counters were lost
+	require.Equal(t, Leader{Value: "v-t2", Term: 3, ClientID: "c2"}, nextLeader(t, clk, ch))
+	asked := nodes[0].count(callLeaderGet)
+	askedFor(t, clk, nodes[0], asked+2) // the same leader, asked for again
+	require.Equal(t, []EventKind{EventTermRegressed}, rec.kinds(), "reported once")
+	rec.mu.Lock()
+	ev := rec.events[0]
+	rec.mu.Unlock()
+	require.Equal(t, KindElection, ev.Lock)
+	require.Equal(t, wire.ElectionKey("e"), ev.Key)
+	require.ErrorContains(t, ev.Err, "term went back from 9 to 3")
+	require.Equal(t, 1, strings.Count(logs.String(), "election term went back"), logs.String())
+	require.Contains(t, logs.String(), "level=WARN")
+
+	plantLeader(nodes, "e", "t3", 4, "c3") // on from there, as usual
+	require.Equal(t, Leader{Value: "v-t3", Term: 4, ClientID: "c3"}, nextLeader(t, clk, ch))
+	require.Len(t, rec.kinds(), 1, "a higher term is no regression")
+
+	plantLeader(nodes, "e", "t4", 4, "c4") // the same term, another leader
+	require.Equal(t, Leader{Value: "v-t4", Term: 4, ClientID: "c4"}, nextLeader(t, clk, ch))
+	require.Equal(t, []EventKind{EventTermRegressed, EventTermRegressed}, rec.kinds())
+	require.Equal(t, 2, strings.Count(logs.String(), "election term went back"))
 }

@@ -10,9 +10,10 @@ import (
 // and the events of each lock's life (WithObserver). The Client calls it
 // synchronously, from the goroutine of the call that caused it (a
 // TryLock, Lock, Extend or Unlock caller, the lock's automatic extension,
-// the timer of its context, or a restart check): it must return quickly,
-// must not block, and must not call the Client or the Lock. Nothing is
-// built for it when no Observer is set. See docs/observability.md.
+// the timer of its context, a restart check, or an election's Observe
+// goroutine for EventTermRegressed): it must return quickly, must not
+// block, and must not call the Client or the Lock. Nothing is built for
+// it when no Observer is set. See docs/observability.md.
 type Observer interface {
 	// Round is called once a round is decided. info and its Nodes are
 	// valid only during the call: copy what is kept.
@@ -93,6 +94,13 @@ const (
 	// permission for the key's channel): Lock calls that wait for the key
 	// wake only by their back-off. Err is the node's error.
 	EventNotAnnounced
+	// EventTermRegressed: an observer of an election (Election.Observe)
+	// found a leader whose term is at or below the term of a leader it
+	// delivered before: a quorum of nodes lost the election key's fence
+	// counter (docs/fencing.md), so terms no longer fence the leaders
+	// apart. Key is the election key; Err names both terms. Reported once
+	// per regression, by each observer that sees it.
+	EventTermRegressed
 )
 
 // Event is something that happened to a lock or a node (Observer.Event).

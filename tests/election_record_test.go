@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +114,58 @@ func TestElection_anExtensionRewritesAMissingRecord(t *testing.T) {
 	require.Equal(t, redlock.Leader{Value: "the leader", Term: l.Fence(), ClientID: leader.ID()}, got)
 	require.NoError(t, e.nodes[0].Resume())
 	require.NoError(t, l.Unlock(ctx))
+}
+
+// The election key's fence counters are lost on every node (here
+// deleted; a restart without persistence does it): the next leader's
+// term is lower than the last one observed. The observer delivers that
+// leader with its term, and reports the regression once, as an event and
+// at Warn.
+func TestElection_observeDeliversALeaderWhoseTermWentBack(t *testing.T) {
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 30*time.Second)
+	rec := &recorder{}
+	var logs syncBuffer
+	watcher := e.client(redlock.WithObserver(rec), redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	observed := observe(octx, watcher.Election(name))
+
+	leader := e.client()
+	el := leader.Election(name)
+	campaign := func(value string) *redlock.Lock {
+		t.Helper()
+		l, err := el.Campaign(ctx, value, longTTL)
+		require.NoError(t, err)
+		want := redlock.Leader{Value: value, Term: l.Fence(), ClientID: leader.ID()}
+		require.Eventually(t, func() bool {
+			seen := observed.seen()
+			return len(seen) > 0 && seen[len(seen)-1] == want
+		}, 5*time.Second, 5*time.Millisecond, "%+v is observed", want)
+		return l
+	}
+	l := campaign("first")
+	require.NoError(t, l.Unlock(ctx))
+	l = campaign("second")
+	old := l.Fence()
+	require.NoError(t, l.Unlock(ctx))
+	_, ok := rec.event(redlock.EventTermRegressed)
+	require.False(t, ok, "terms went up")
+
+	for _, n := range e.nodes {
+		_, err := n.Do("DEL", wire.FenceKey(wire.ElectionKey(name)))
+		require.NoError(t, err)
+	}
+	l = campaign("after the loss")
+	require.Less(t, l.Fence(), old, "the term went back")
+	ev, ok := rec.event(redlock.EventTermRegressed)
+	require.True(t, ok, "the regression is reported")
+	require.Equal(t, redlock.KindElection, ev.Lock)
+	require.Equal(t, wire.ElectionKey(name), ev.Key)
+	require.ErrorContains(t, ev.Err, fmt.Sprintf("went back from %d to %d", old, l.Fence()))
+	require.Equal(t, 1, strings.Count(logs.String(), "election term went back"), logs.String())
+	require.NoError(t, l.Unlock(ctx))
+	stop()
+	observed.all(t)
 }
