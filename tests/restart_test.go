@@ -480,12 +480,20 @@ func TestRestartSafety_aWaiterDoesNotPollWhileANodeIsExcluded(t *testing.T) {
 	// back-off (its first dial came while the node started): wait until a
 	// round has checked the node and excludes it, as the test is about
 	// the rounds after that.
+	// It polls (bounded: 10s) rather than sleeping, and says what the
+	// last round found if node 4 was never excluded.
 	probe := newKey(t)
 	holdForeign(t, e.nodes, probe, 0, 1)
-	require.Eventually(t, func() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		_, err := c.TryLock(ctxT(t, quickly), probe, 10*time.Second)
-		return err != nil && strings.Contains(err.Error(), "node restarted without its data")
-	}, 10*time.Second, 50*time.Millisecond, "node 4 was not excluded")
+		require.Error(t, err, "TryLock on a key that nodes 0 and 1 refuse, with node 4 restarted")
+		if strings.Contains(err.Error(), "node restarted without its data") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "node 4 was not excluded within 10s; the last round: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
 	key := newKey(t)
 	holdForeign(t, e.nodes, key, 0, 1)
 	resetStats(t, e.nodes[2:3])
