@@ -19,6 +19,7 @@ import (
 // Half the Clients use redigo pools, whose several connections per node can
 // run one waiter's rounds out of order.
 func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	took := hammerExclusion(t, e, 6, 2*time.Second, nil)
 	t.Logf("%d acquisitions", took)
@@ -27,6 +28,7 @@ func TestLock_handOffsKeepMutualExclusion(t *testing.T) {
 // The same while one node after another is killed and restarted with its
 // data (AOF, fsync always, as the algorithm requires) or paused.
 func TestLock_handOffsKeepMutualExclusionWhileNodesFail(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	// An Unlock that cannot reach a node holding the lock (killed) may
 	// find fewer than a quorum to release: ErrLockLost, expected here.

@@ -17,6 +17,7 @@ import (
 // with anyone, readers do overlap, and writers get in while readers keep
 // coming.
 func TestRWLock_writersExcludeReadersShareAndWritersAreNotStarved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	a, err := e.client().RWLock(name).TryRLock(ctxT(t, quickly), longTTL)
@@ -33,6 +34,7 @@ func TestRWLock_writersExcludeReadersShareAndWritersAreNotStarved(t *testing.T) 
 // The same while one node after another is killed and restarted with its
 // data, or paused.
 func TestRWLock_exclusionHoldsWhileNodesFail(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	hammerRW(t, e, 4, 2, 3*time.Second, failNodesInTurn(e), redlock.WithDurableNodes())
 }
@@ -103,6 +105,7 @@ func rwTurn(ctx context.Context, rw *redlock.RWLock, reader bool, st *rwStats, l
 // the read-write lock, a mutex call on its name fails with an error that
 // says why, and once the reader is gone the name is free.
 func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	c := e.client()
@@ -122,6 +125,7 @@ func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
 
 // The same while two of five nodes are killed mid-run.
 func TestRWLock_exclusionHoldsWhileTwoOfFiveNodesDie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	hammerRW(t, e, 4, 2, 3*time.Second, killTwoMidRun(e, time.Second))
 }

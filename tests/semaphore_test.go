@@ -34,6 +34,7 @@ var arrivals = [5][3]string{{"A", "C", "B"}, {"A", "C", "B"}, {"A", "B", "C"}, {
 // holders on a quorum each; the slot semaphore, asked in the same order,
 // admits two.
 func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	conns := make([]redis.Conn, 5)
@@ -83,6 +84,7 @@ func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
 // Workers on Clients of their own share a semaphore of two permits: never
 // more than two inside at once, and both permits are used.
 func TestSemaphore_neverMoreHoldersThanPermits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	most := hammerSemaphore(t, e, 6, 2, 2*time.Second, nil)
 	require.Equal(t, int32(2), most, "both permits were held at once")
@@ -91,6 +93,7 @@ func TestSemaphore_neverMoreHoldersThanPermits(t *testing.T) {
 // The same while one node after another is killed and restarted with its
 // data, or paused.
 func TestSemaphore_neverMoreHoldersThanPermitsWhileNodesFail(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	hammerSemaphore(t, e, 6, 2, 3*time.Second, failNodesInTurn(e), redlock.WithDurableNodes())
 }
@@ -156,6 +159,7 @@ func awaitQueued(t *testing.T, e *env, name string, n int) {
 // TryAcquire after a release is refused, and the waiters are served in
 // the order they began to wait.
 func TestSemaphore_aFreedPermitGoesToTheLongestWaiter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -193,6 +197,7 @@ func TestSemaphore_aFreedPermitGoesToTheLongestWaiter(t *testing.T) {
 // A waiter that gives up leaves the queues at once: a free permit is not
 // kept for it.
 func TestSemaphore_aWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -218,6 +223,7 @@ func TestSemaphore_aWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 // Fenced permits: a fenced store refuses the write of a permit's earlier
 // holder once the slot's next holder wrote.
 func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 10*time.Second)
@@ -235,6 +241,7 @@ func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
 // The same while two of five nodes are killed mid-run: the other three
 // grant every permit.
 func TestSemaphore_neverMoreHoldersThanPermitsWhileTwoOfFiveNodesDie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	hammerSemaphore(t, e, 6, 2, 3*time.Second, killTwoMidRun(e, time.Second))
 }
