@@ -17,6 +17,7 @@ import (
 
 // Every one of the 32 ways a foreign owner can hold the key on 5 nodes.
 func TestTryLock_acquiresIffThreeOfFiveNodesAreFree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	n := len(e.nodes)
 	for mask := range 1 << n {
@@ -108,6 +109,7 @@ func TestTryLock_acquiresIffThreeOfFiveNodesAreFree(t *testing.T) {
 }
 
 func TestLock_waitsForTheHoldersTTLToRunOut(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -233,6 +235,7 @@ func TestLock_whoseDeadlinePassesWhileWaitingMatchesNotAcquiredAndDeadlineExceed
 }
 
 func TestLock_manyGoroutinesOnOneKeyNeverHoldItAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	const (
 		clients     = 4

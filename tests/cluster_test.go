@@ -21,6 +21,7 @@ import (
 // Restart safety is off: its marker is in a slot of its own, on another
 // master (docs/operations.md, "A node that is a Redis Cluster").
 func TestCluster_locksWaitingHandOffsAndFencesOnClusterNodes(t *testing.T) {
+	t.Parallel()
 	clusters := redistest.StartRedisClustersT(t, 3, 3)
 	if clusters == nil {
 		return

@@ -17,6 +17,7 @@ import (
 // own timeouts are longer than the suite's deadlines (3s and more), so that the
 // checks of paused nodes see calls end by their deadlines.
 func TestConformance_New(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	pooltest.Run(t, pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
 		opts := []pool.Option{pool.WithIOTimeout(3 * time.Second), pool.WithDialTimeout(3 * time.Second)}
 		if password != "" {
@@ -29,6 +30,7 @@ func TestConformance_New(t *testing.T) {
 }
 
 func TestConformance_FromRedigo(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	pooltest.Run(t, pooltest.Factory{Subscriber: true, Reconnector: true, New: func(t testing.TB, addr, password string) pool.Pool {
 		return pool.FromRedigo(&redis.Pool{
 			MaxIdle: 16,

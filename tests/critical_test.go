@@ -85,6 +85,7 @@ func TestDo_keepsTheLockAliveForSeveralTTLs(t *testing.T) {
 }
 
 func TestDo_killingThreeNodesCancelsFnWithErrLockLost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	const nodeTimeout, interval = 500 * time.Millisecond, 500 * time.Millisecond
 	c := e.client(redlock.WithNodeTimeout(nodeTimeout))
@@ -113,6 +114,7 @@ func TestDo_killingThreeNodesCancelsFnWithErrLockLost(t *testing.T) {
 }
 
 func TestDo_keyDeletedOnThreeNodesIsNoticedAtTheNextExtension(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	const interval = 500 * time.Millisecond
 	c := e.client()
@@ -139,6 +141,7 @@ func TestDo_keyDeletedOnThreeNodesIsNoticedAtTheNextExtension(t *testing.T) {
 }
 
 func TestDo_panicInFnReleasesTheLock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c, other := e.client(), e.client()
 	key := newKey(t)
@@ -202,6 +205,7 @@ func TestDo_holdCapStopsAHungFn(t *testing.T) {
 }
 
 func TestLock_autoExtendKeepsALockPastItsTTLAndUnlockEndsItsContextWithErrReleased(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -227,6 +231,7 @@ func TestLock_autoExtendKeepsALockPastItsTTLAndUnlockEndsItsContextWithErrReleas
 }
 
 func TestLock_Context_endsWithErrExpiredAtTheValidityEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)

@@ -33,6 +33,7 @@ func recordToken(t testing.TB, e *env, i int, name string) string {
 // record back where the key holds its token) and a new observer delivers
 // it. The ttl is long: no extension runs before Leader is asked.
 func TestElection_aRecordMissingOnTwoNodesIsRepaired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -83,6 +84,7 @@ func TestElection_aRecordMissingOnTwoNodesIsRepaired(t *testing.T) {
 // key holds its token and the record is missing or names another token;
 // a node whose key holds another token is left alone.
 func TestElection_anExtensionRewritesAMissingRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)

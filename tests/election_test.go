@@ -186,6 +186,7 @@ func requireObservedReal(t *testing.T, seen []redlock.Leader, won []term) {
 // Several Clients run one election: one leader at a time, terms strictly
 // increasing, and an observer follows them.
 func TestElection_oneLeaderAtATimeAndTermsIncrease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	clients := fenceClients(e, 4)
@@ -269,6 +270,7 @@ func TestElection_failoverAfterTheLeaderDies(t *testing.T) {
 // still one leader at a time, terms strictly increasing, and leadership
 // still goes round on the three left.
 func TestElection_oneLeaderAtATimeWhileTwoOfFiveNodesDie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	clients := fenceClients(e, 3)
@@ -303,6 +305,7 @@ func TestElection_oneLeaderAtATimeWhileTwoOfFiveNodesDie(t *testing.T) {
 // An observer's channel closes when its Client closes, and Close waits
 // for its goroutine.
 func TestElection_observerEndsWithItsClient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	c := newClient(t, newPools(t, e.addrs))
 	name := newKey(t)

@@ -17,6 +17,7 @@ import (
 // its acquisition while the nodes let the key go after 150ms and another
 // Client took it.
 func TestExtend_aShorterExtensionWhoseRepliesAreLateCutsTheValidity(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	proxies := make([]*faults.Proxy, len(e.addrs))
 	addrs := make([]string, len(e.addrs))
@@ -28,8 +29,18 @@ func TestExtend_aShorterExtensionWhoseRepliesAreLateCutsTheValidity(t *testing.T
 	}
 	holder := newClient(t, newPools(t, addrs), redlock.WithNodeTimeout(50*time.Millisecond))
 	key := newKey(t)
-	l, err := holder.TryLock(ctxT(t, 10*time.Second), key, 3*time.Second)
-	require.NoError(t, err)
+	// The acquisition is not under test, and with a 50ms node timeout a
+	// loaded machine can fail it (the first round also dials and checks
+	// the nodes): it is tried again, for up to 10s.
+	var l *redlock.Lock
+	require.Eventually(t, func() bool {
+		var err error
+		l, err = holder.TryLock(ctxT(t, 10*time.Second), key, 3*time.Second)
+		if err != nil {
+			t.Logf("TryLock: %v", err)
+		}
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the holder never got the lock")
 
 	for _, p := range proxies {
 		p.Set(faults.Fault{Mode: faults.DelayReplies, Delay: 300 * time.Millisecond})

@@ -17,6 +17,7 @@ import (
 )
 
 func TestTryLock_withTwoNodesKilledStillAcquiresExtendsAndUnlocks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -127,6 +128,7 @@ func releaseSHA(t *testing.T) string {
 }
 
 func TestUnlock_worksAfterTheScriptCacheWasFlushed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	sha := releaseSHA(t)
 
@@ -165,6 +167,7 @@ func TestUnlock_worksAfterTheScriptCacheWasFlushed(t *testing.T) {
 }
 
 func TestExtend_worksAfterTheScriptCacheWasFlushed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -287,6 +290,7 @@ func TestTryLock_withAWrongPasswordNamesTheNodeAndHidesThePassword(t *testing.T)
 }
 
 func TestTryLock_onAReadOnlyReplicaReportsREADONLY(t *testing.T) {
+	t.Parallel()
 	// Six nodes: 0-4 are the lock nodes, 5 is the master that node 0
 	// replicates.
 	all := newEnv(t, 6)
@@ -318,6 +322,7 @@ func TestTryLock_onAReadOnlyReplicaReportsREADONLY(t *testing.T) {
 }
 
 func TestTryLock_onAnOutOfMemoryNodeReportsOOM(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	_, err := e.nodes[0].Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
 	require.NoError(t, err)
@@ -359,6 +364,7 @@ func nodeErr(t *testing.T, qe *redlock.QuorumError, i int) *pool.NodeError {
 // must not delete the key that a later, successful round of the same call
 // put on that node.
 func TestLock_aLateReleaseFromAFailedRoundKeepsTheQuorumOfTheRoundThatSucceeded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	// Node 4 is reached through a proxy that drops everything sent on its
 	// first connection (the first round's SET) and forwards later ones.

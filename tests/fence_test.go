@@ -84,6 +84,8 @@ func fenceClients(e *env, n int, opts ...redlock.Option) []*redlock.Client {
 	return cs
 }
 
+// Serial, as the next test: its clients keep both cores busy, which
+// would starve the nodes of the tests running beside it.
 func TestFence_manyClientsGetUniqueIncreasingFences(t *testing.T) {
 	e := newEnv(t, 5)
 	key := newKey(t)
@@ -125,6 +127,7 @@ func TestFence_staysMonotonicWhileNodesRestartWithTheirData(t *testing.T) {
 // must get more than 11: it does because node 3 holds 11. A naive max over
 // the granting nodes without the store round would give 11, then 1.
 func TestFence_writeBackRoundCarriesTheFenceToTheNextQuorum(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	key, fkey := newKey(t), ""
 	fkey = keyslot.Helper(key, "fence")
@@ -162,6 +165,7 @@ func TestFence_writeBackRoundCarriesTheFenceToTheNextQuorum(t *testing.T) {
 // A node restarted empty has a new epoch: the client counts it, and the
 // fences stay monotonic because the other nodes still hold the counter.
 func TestFence_nodeRestartedEmptyIsDetected(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	logged, resets := resetLog()
@@ -215,6 +219,7 @@ func (s *fencedStore) write(fence uint64, v string) error {
 }
 
 func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	a, b := e.client(), e.client()
@@ -237,6 +242,7 @@ func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) 
 // The write-back script on a real node: it takes a fence above the
 // counter, and refuses one that is not above it, naming the counter.
 func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	fkey := keyslot.Helper(newKey(t), "fence")
 	store := script(wire.FenceStore, 1)
@@ -301,6 +307,7 @@ func awaitMarked(t *testing.T, e *env, clients []*redlock.Client) {
 // which every node refused: 3 fenced TryLocks in 10 failed, with every
 // node described as "not held by us".
 func TestFence_aNodeWithACounterBeyondTheLargestFenceFailsAlone(t *testing.T) {
+	t.Parallel()
 	const huge = "18446744073709551615"
 	e := newEnv(t, 5)
 	c := e.client(redlock.WithRestartSafety(0))

@@ -20,6 +20,7 @@ import (
 // every node: the waiter holds the lock without asking again, and its
 // validity counts from its last round, which began before the release.
 func TestLock_aHandOffNeedsNoRound(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"pipelined", "redigo"} {
 		t.Run(kind, func(t *testing.T) {
 			// b goes on with a round of its own when the nodes' hand-off
@@ -103,6 +104,8 @@ func (p unsubscribedPool) Eval(ctx context.Context, s *pool.Script, args ...any)
 // A waiter that gives up passes on what was handed to it: here a key
 // given to it while it could not hear of it (its Client has no pub/sub).
 func TestLock_aWaiterThatGivesUpPassesOnTheKeyHandedToIt(t *testing.T) {
+	// Serial: the hand-off must reach the waiter before its refresh
+	// round, 5s later (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -157,6 +160,9 @@ func TestLock_aWaiterThatGivesUpPassesOnTheKeyHandedToIt(t *testing.T) {
 // Close lets a waiting Lock leave the queues before it returns: nothing
 // is left for a release to hand the key to.
 func TestLock_closingTheClientTakesItsWaitersOutOfTheQueue(t *testing.T) {
+	// Serial: every node must have answered the waiter's release by the
+	// time Close returns. Beside parallel tests, on a loaded machine, node
+	// 0 still queued the waiter once (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -342,6 +348,7 @@ func listen(t *testing.T, s *redistest.Server, sub func(redis.PubSubConn) error,
 // queue entries go with the release. Left behind, an entry would make the
 // next round give the key to a call that has ended.
 func TestLock_aRestoredHandleTakesTheWaitedLockOutOfTheQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -374,6 +381,7 @@ func TestLock_aRestoredHandleTakesTheWaitedLockOutOfTheQueue(t *testing.T) {
 // live, and the queue never outlives its entries: a queue left without a
 // TTL would stay on the node for good once nobody uses the key.
 func TestScripts_theHeadsRoundOnAFreeKeyLeavesNoQueueWithoutATTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	s := e.nodes[0]
 	acquire := script(wire.Acquire, -1)

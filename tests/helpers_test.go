@@ -508,13 +508,32 @@ func ofLock(token, v string) bool {
 	return strings.HasPrefix(v, token[:i+1])
 }
 
+// progressWithin bounds how long each worker of a hammer may take, once
+// the faults ended, to get the lock once more. It is far above what a
+// healthy acquisition takes on a loaded machine (a lock left on a node
+// that was killed expires after the hammers' 5s TTL): reaching it means
+// the workers are stuck, not slow.
+const progressWithin = 30 * time.Second
+
 // hammer runs turn in workers goroutines, each at most 5000 times, until
 // d has passed, and fails the test with the first error a turn returned
 // before then (an error after d ended is the end of the run). turn is
 // given the run's context and the worker's number, and made by
 // newTurn(w) once per worker before the run starts.
-func hammer(t *testing.T, workers int, d time.Duration, newTurn func(w int) func(ctx context.Context) error) {
+//
+// Then it asks for progress: endFaults (when not nil) stops the faults
+// the run was under and returns once no node is failing any more, and
+// every worker must then take one more turn, all at once, each within
+// progressWithin. A lock that stays stuck after the faults (a key no one
+// can take again, a waiter never woken) fails the test there.
+func hammer(t *testing.T, workers int, d time.Duration, endFaults func() error, newTurn func(w int) func(ctx context.Context) error) {
 	t.Helper()
+	faultsOn := endFaults != nil
+	defer func() {
+		if faultsOn { // the test failed first: the faults end all the same
+			_ = endFaults()
+		}
+	}()
 	turns := make([]func(context.Context) error, workers)
 	for w := range turns {
 		turns[w] = newTurn(w)
@@ -542,6 +561,34 @@ func hammer(t *testing.T, workers int, d time.Duration, newTurn func(w int) func
 	for err := range errs {
 		require.NoError(t, err)
 	}
+	if faultsOn {
+		faultsOn = false
+		require.NoError(t, endFaults(), "the faults")
+	}
+	requireProgress(t, turns)
+}
+
+// requireProgress runs every turn once, all at once, and fails the test
+// unless each one succeeded within progressWithin.
+func requireProgress(t *testing.T, turns []func(context.Context) error) {
+	t.Helper()
+	start := time.Now()
+	errs := make([]error, len(turns))
+	var wg sync.WaitGroup
+	for w, turn := range turns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), progressWithin)
+			defer cancel()
+			errs[w] = turn(ctx)
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		require.NoError(t, err, "worker %d did not get the lock again within %v after the run and its faults ended", w, progressWithin)
+	}
+	t.Logf("after the run and its faults every worker got the lock again, all within %v", time.Since(start).Round(time.Millisecond))
 }
 
 // unlockOrLost releases l; with lost, an Unlock that found fewer than a
@@ -553,17 +600,14 @@ func unlockOrLost(ctx context.Context, l *redlock.Lock, lost bool) error {
 	return nil
 }
 
-// killTwoMidRun kills nodes 0 and 3 of e after d, and returns a channel
-// that is closed once they are dead.
-func killTwoMidRun(t *testing.T, e *env, d time.Duration) <-chan struct{} {
-	t.Helper()
-	done := make(chan struct{})
+// killTwoMidRun kills nodes 0 and 3 of e after d. The function it returns
+// waits until they are dead and returns the error of the kill: the end of
+// the faults, for hammer.
+func killTwoMidRun(e *env, d time.Duration) (wait func() error) {
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
 		time.Sleep(d)
-		if err := errors.Join(e.nodes[0].Kill(), e.nodes[3].Kill()); err != nil {
-			t.Errorf("kill: %v", err)
-		}
+		done <- errors.Join(e.nodes[0].Kill(), e.nodes[3].Kill())
 	}()
-	return done
+	return func() error { return <-done }
 }

@@ -56,6 +56,7 @@ var wrongReplies = map[string]string{
 // gives did not release the key: ForceRelease says so, naming the node.
 // It returned nil.
 func TestForceRelease_aWrongKindOfReplyIsAnErrorNamingTheNode(t *testing.T) {
+	t.Parallel()
 	for name, reply := range wrongReplies {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, 4)
@@ -76,6 +77,7 @@ func TestForceRelease_aWrongKindOfReplyIsAnErrorNamingTheNode(t *testing.T) {
 // lost the key made a quorum out of reach: the extension was decided
 // "lost" without waiting for the two real nodes that held it.
 func TestExtendAndUnlock_aWrongKindOfReplyFailsTheNode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	liars := []*fakeServer{scriptLiar(t, "+OK\r\n"), scriptLiar(t, "+OK\r\n")}
 	pools := append(append([]pool.Pool(nil), e.pools...), newPools(t, []string{liars[0].Addr(), liars[1].Addr()})...)

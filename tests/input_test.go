@@ -13,6 +13,7 @@ import (
 )
 
 func TestNew_rejectsBadPoolsAndOptions(t *testing.T) {
+	t.Parallel()
 	// No server is needed: New does not connect.
 	pools := newPools(t, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})
 
@@ -55,6 +56,7 @@ type wrappedPool struct{ pool.Pool }
 // Both are typed nils, non-nil Pool values: New must report them, not
 // panic.
 func TestNew_rejectsATypedNilPool(t *testing.T) {
+	t.Parallel()
 	good := newPools(t, []string{"127.0.0.1:1", "127.0.0.1:2"})
 	failed, err := pool.New("not an address")
 	require.Error(t, err)
@@ -72,6 +74,7 @@ func TestNew_rejectsATypedNilPool(t *testing.T) {
 }
 
 func TestTryLockAndLock_rejectBadArgumentsBeforeAskingAnyNode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -135,6 +138,7 @@ func TestTryLockAndLock_rejectBadArgumentsBeforeAskingAnyNode(t *testing.T) {
 }
 
 func TestClient_afterCloseRefusesNewWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)

@@ -14,6 +14,7 @@ import (
 // ForceRelease hands the key to the waiting Lock call, and the holder
 // learns of the loss at its next extension.
 func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder, waiter, operator := e.client(), e.client(), e.client()
@@ -76,6 +77,7 @@ func TestForceRelease_handsTheKeyToTheWaiterAndInspectSeesIt(t *testing.T) {
 // On real nodes: a semaphore's inspection names the permits in use and
 // their holders on every node, and the node's size.
 func TestSemaphoreInspect_namesThePermitsInUse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	a, b, operator := e.client(), e.client(), e.client()
@@ -113,6 +115,7 @@ func TestSemaphoreInspect_namesThePermitsInUse(t *testing.T) {
 // On real nodes: a read-write lock's inspection shows a reader, the
 // intent of a writer that waits for it, then the writer.
 func TestRWLockInspect_showsReadersAWaitingWriterAndTheWriter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	reader, writer, operator := e.client(), e.client(), e.client()
@@ -157,6 +160,7 @@ func TestRWLockInspect_showsReadersAWaitingWriterAndTheWriter(t *testing.T) {
 // On real nodes: an election's inspection names the leader, its term and
 // TTL, as Leader does, and the campaign that waits.
 func TestElectionInspect_namesTheLeaderAndTheWaitingCampaign(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	leader, rival, operator := e.client(), e.client(), e.client()

@@ -43,6 +43,7 @@ func TestExtend_movesUntilLaterAndSetsTheNewTTLOnEveryNode(t *testing.T) {
 // Extend recomputes the validity from its own round, so a shorter ttl
 // shortens it: Until must not promise more than the nodes will keep the key.
 func TestExtend_withAShorterTTLShortensTheValidity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -62,6 +63,7 @@ func TestExtend_withAShorterTTLShortensTheValidity(t *testing.T) {
 }
 
 func TestExtendAndUnlock_afterTheKeyIsGoneOnAQuorumReportLockLostAndRecreateNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -137,6 +139,7 @@ func TestExtendAndUnlock_afterAForeignOwnerTookAQuorumLeaveItsKeysAlone(t *testi
 }
 
 func TestUnlock_neverDeletesAForeignKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -166,6 +169,7 @@ func TestUnlock_neverDeletesAForeignKey(t *testing.T) {
 // still runs on every node". The common `defer l.Unlock(ctx)` runs with a
 // ctx that has often ended by then.
 func TestUnlock_withAnAlreadyCancelledContextStillReleasesEveryNode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	key := newKey(t)
@@ -185,6 +189,7 @@ func TestUnlock_withAnAlreadyCancelledContextStillReleasesEveryNode(t *testing.T
 }
 
 func TestRestore_letsAnotherClientReleaseTheLock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	a := e.client()
 	b := newClient(t, newPools(t, e.addrs)) // another process: its own connections
@@ -222,6 +227,7 @@ func TestRestore_letsAnotherClientReleaseTheLock(t *testing.T) {
 // Keys and tokens are passed as KEYS and ARGV, never spliced into a script
 // or a command line.
 func TestLock_withOddKeysAndTokensWorks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	// A canary that a script injection like FLUSHALL would remove.
@@ -291,6 +297,7 @@ func TestLock_withOddKeysAndTokensWorks(t *testing.T) {
 }
 
 func TestFromRedigo_poolsRunAFullLockExtendUnlockCycle(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	var pools []pool.Pool
 	for _, addr := range c.Addrs() {
@@ -335,6 +342,7 @@ func TestFromRedigo_poolsRunAFullLockExtendUnlockCycle(t *testing.T) {
 // nodes are still on their way. An Unlock right after must not leave our
 // key on a node whose SET lands after the release reached it.
 func TestUnlock_releasesANodeWhoseSETLandsAfterTheUnlock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	// Node 4 is reached through a proxy that holds back its first
 	// connection (the one that carries the SET) for a while; the release
@@ -370,6 +378,7 @@ func TestUnlock_releasesANodeWhoseSETLandsAfterTheUnlock(t *testing.T) {
 // reply let the holder's next SET reach the node first, which found the
 // previous token and refused; the node then sat out every other round.
 func TestUnlock_aSlowNodeKeepsGrantingWhenTheHolderLocksAgainAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	p, err := faults.NewProxy(e.addrs[4], 1)
 	require.NoError(t, err)
@@ -416,6 +425,7 @@ func releaseFreeHash(t *testing.T) string {
 // -race this failed: the extender read the lock's rounds while the call
 // still wrote them).
 func TestLock_aLockWaitedForExtendsItselfSafelyFromTheStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	a, b := e.client(), e.client()

@@ -20,6 +20,7 @@ import (
 // the simulator: seed 8 spun at one virtual instant). A wake-up that led
 // to a failed round now makes the next one wait 1ms, doubling to 64ms.
 func TestLockMulti_twoWaitersOnOverlappingKeysDoNotWakeEachOtherRoundAfterRound(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	kA, kB, kC := newKey(t), newKey(t), newKey(t)
 	holdForeign(t, e.nodes, kA, 0, 1, 2)

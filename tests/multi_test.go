@@ -18,6 +18,7 @@ import (
 // three of four keys (one key with Lock, more with LockMulti), holds it
 // briefly and releases it; an in-memory owner per key catches overlaps.
 func TestLockMulti_excludesSingleKeyHoldersOfTheSameKeys(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
@@ -80,6 +81,7 @@ func TestLockMulti_excludesSingleKeyHoldersOfTheSameKeys(t *testing.T) {
 // over: all-or-nothing on each node and the release of failed rounds
 // leave no deadlock.
 func TestLockMulti_overlappingSetsInOppositeOrdersDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	x, y := newKey(t), newKey(t)
 	var wg sync.WaitGroup
@@ -107,6 +109,7 @@ func TestLockMulti_overlappingSetsInOppositeOrdersDoNotDeadlock(t *testing.T) {
 // A multi-key waiter hears a single-key holder's release: it does not
 // wait for the key's TTL.
 func TestLockMulti_wakesOnTheReleaseOfAKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	a, b := newKey(t), newKey(t)
 	holder, waiter := e.client(), e.client()
@@ -134,6 +137,7 @@ func TestLockMulti_wakesOnTheReleaseOfAKey(t *testing.T) {
 // DoMulti extends the lock while fn runs past the TTL, and releases every
 // key when fn returns.
 func TestDoMulti_extendsPastTheTTLAndReleasesEveryKey(t *testing.T) {
+	// Serial: its 300ms TTL must be extended in time (main_test.go).
 	e := newEnv(t, 5)
 	c := e.client()
 	keys := []string{newKey(t), newKey(t), newKey(t)}
@@ -161,6 +165,7 @@ func TestDoMulti_extendsPastTheTTLAndReleasesEveryKey(t *testing.T) {
 // five nodes, it woke itself after every round and asked again at once,
 // about 5,000 rounds a second.
 func TestLockMulti_aWaitingCallIsNotWokenByItsOwnReleases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client()

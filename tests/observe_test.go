@@ -62,6 +62,7 @@ func (r *recorder) round(o redlock.Op) (redlock.RoundInfo, bool) {
 // (with a round, or handed to it by the second's); that waiter's release
 // hands the key to the second.
 func TestObserver_aHolderAndTwoWaitersOnRealNodes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holderRec := &recorder{}

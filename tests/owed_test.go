@@ -14,6 +14,7 @@ import (
 )
 
 func TestTryLock_failedWhileNodesStalledLeavesNoKeyBlockingOthers(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	// The pools give up on a stalled node after 200ms and drop the
 	// connection; the node still runs the SET it had read when it comes
@@ -173,6 +174,7 @@ func TestClose_startsNoReleaseOfAFailedAcquisitionThatTimedOut(t *testing.T) {
 // after an 8s wait, against the call's 23 rounds per 2s; 438 releases run
 // by each node once it resumed).
 func TestLock_aWaiterKeepsOneOwedReleaseGoingToAStalledNode(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	pools, nodes := countingPools(t, e.addrs)
 	// Restart safety off: its checks are not what this test is about, and

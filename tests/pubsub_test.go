@@ -100,6 +100,7 @@ func waitOn(t *testing.T, fake *fakeServer) {
 // A node that acknowledges SUBSCRIBE and then closes the connection is
 // dialled again after the back-off, not in a loop.
 func TestLock_aNodeThatAcknowledgesSubscribeAndClosesIsNotDialledInALoop(t *testing.T) {
+	t.Parallel()
 	var subs atomic.Int32
 	fake := subscriberNode(t, &subs, func(c net.Conn, chans []string) bool {
 		for i, ch := range chans {
@@ -119,6 +120,7 @@ func TestLock_aNodeThatAcknowledgesSubscribeAndClosesIsNotDialledInALoop(t *test
 // and dialled again, instead of piling up unacknowledged subscriptions
 // on a connection that keeps answering.
 func TestLock_aNodeThatNeverAcknowledgesSubscribeIsDialledAgain(t *testing.T) {
+	t.Parallel()
 	var subs atomic.Int32
 	fake := subscriberNode(t, &subs, func(net.Conn, []string) bool { return true })
 	waitOn(t, fake)

@@ -46,6 +46,7 @@ func resetStats(t testing.TB, nodes []*redistest.Server) {
 // no script: its entry holds the round, the TTL and its hand-off token
 // and expires, so does the queue; a release hands the key to it.
 func TestLock_aWaitersFirstRoundQueuesItWithATransaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()

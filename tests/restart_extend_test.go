@@ -19,6 +19,7 @@ import (
 // about 1.3s after the Client saw the restart, with ~8s of the first
 // lock's validity left.
 func TestRestartSafety_anExtensionPastTheMaximumTTLRaisesTheWait(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	const maxTTL = time.Second
 	key := newKey(t)

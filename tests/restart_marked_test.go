@@ -18,6 +18,7 @@ import (
 // simulator, seed 38: three nodes restarted empty under a lock extended to
 // 12s, granted again 7s later).
 func TestRestartSafety_anotherClientsMarkDoesNotShortenALongerWait(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	const maxTTL = time.Second
 	key := newKey(t)

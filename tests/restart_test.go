@@ -36,6 +36,7 @@ func marker(t *testing.T, s *redistest.Server) string {
 }
 
 func TestRestartSafety_aNewClientIsRefusedUntilTheMaxTTLPassedSinceNodesRestartedEmpty(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	const maxTTL = 3 * time.Second
 	key := newKey(t)
@@ -103,6 +104,7 @@ func TestRestartSafety_aNewClientIsRefusedUntilTheMaxTTLPassedSinceNodesRestarte
 // first requests a proxy holds back: the key is busy, by what the
 // answering nodes said.
 func TestRestartSafety_aKeyHeldWhereTheNodesAnswerIsBusyWithARestartedNodeExcluded(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	const maxTTL = 30 * time.Second
 	key := newKey(t)
@@ -147,6 +149,7 @@ func TestRestartSafety_aKeyHeldWhereTheNodesAnswerIsBusyWithARestartedNodeExclud
 }
 
 func TestRestartSafety_offLetsASecondOwnerIn(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	a := e.client(redlock.WithRestartSafety(0))
@@ -159,6 +162,7 @@ func TestRestartSafety_offLetsASecondOwnerIn(t *testing.T) {
 }
 
 func TestRestartSafety_aNewDeploymentIsUsableAtOnceAndMarked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	for _, s := range e.nodes {
 		require.Empty(t, marker(t, s))
@@ -184,6 +188,7 @@ func TestRestartSafety_aNewDeploymentIsUsableAtOnceAndMarked(t *testing.T) {
 }
 
 func TestRestartSafety_aNodeRestartedWithItsDataWaitsUnlessDeclaredDurable(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	const maxTTL = 30 * time.Second
 	a := e.client(redlock.WithRestartSafety(maxTTL))
@@ -232,6 +237,7 @@ func TestRestartSafety_aNodeRestartedWithItsDataWaitsUnlessDeclaredDurable(t *te
 }
 
 func TestExtend_aLockWhoseQuorumOfNodesRestartedEmptyIsLostAndItsContextEnds(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	c := e.client()
 	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
@@ -264,6 +270,7 @@ func TestRestartSafety_aClientStartedBeforeItsNodesSeesThemAsANewDeployment(t *t
 }
 
 func TestRestartSafety_aReplyOnANewConnectionCountsOnceTheConnectionIsChecked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	c := e.client()
 	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL) // every node checked
@@ -297,6 +304,7 @@ type plainPool struct{ pool.Pool }
 // restarted empty while a lock was held is not counted until the maximum
 // TTL has passed since, although the Client had checked it before.
 func TestRestartSafety_aPoolThatDoesNotTellItsConnectionsStillKeepsARestartedNodeOut(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	const maxTTL = 3 * time.Second
 	key := newKey(t)
@@ -348,6 +356,7 @@ func (p checkUnreachable) Eval(ctx context.Context, s *pool.Script, keysAndArgs 
 // error of such a node is the check's, which names a command that was
 // never sent; the acquisition's own command was sent and answered.
 func TestRestartSafety_aGrantThatWasNotCountedIsReleasedWhenTheAcquisitionFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	for i, s := range e.nodes {
@@ -377,6 +386,7 @@ func TestRestartSafety_aGrantThatWasNotCountedIsReleasedWhenTheAcquisitionFails(
 // do. Counting node 0 would give the waiter a quorum that the restart
 // made up.
 func TestRestartSafety_aHandOffFromARestartedNodeCountsOnlyOnceTheNodeIsChecked(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	w := e.client()
@@ -480,12 +490,20 @@ func TestRestartSafety_aWaiterDoesNotPollWhileANodeIsExcluded(t *testing.T) {
 	// back-off (its first dial came while the node started): wait until a
 	// round has checked the node and excludes it, as the test is about
 	// the rounds after that.
+	// It polls (bounded: 10s) rather than sleeping, and says what the
+	// last round found if node 4 was never excluded.
 	probe := newKey(t)
 	holdForeign(t, e.nodes, probe, 0, 1)
-	require.Eventually(t, func() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		_, err := c.TryLock(ctxT(t, quickly), probe, 10*time.Second)
-		return err != nil && strings.Contains(err.Error(), "node restarted without its data")
-	}, 10*time.Second, 50*time.Millisecond, "node 4 was not excluded")
+		require.Error(t, err, "TryLock on a key that nodes 0 and 1 refuse, with node 4 restarted")
+		if strings.Contains(err.Error(), "node restarted without its data") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "node 4 was not excluded within 10s; the last round: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
 	key := newKey(t)
 	holdForeign(t, e.nodes, key, 0, 1)
 	resetStats(t, e.nodes[2:3])

@@ -17,6 +17,7 @@ import (
 // with anyone, readers do overlap, and writers get in while readers keep
 // coming.
 func TestRWLock_writersExcludeReadersShareAndWritersAreNotStarved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	a, err := e.client().RWLock(name).TryRLock(ctxT(t, quickly), longTTL)
@@ -26,37 +27,43 @@ func TestRWLock_writersExcludeReadersShareAndWritersAreNotStarved(t *testing.T) 
 	require.NoError(t, a.Unlock(ctxT(t, quickly)))
 	require.NoError(t, b.Unlock(ctxT(t, quickly)))
 
-	st := hammerRW(t, e, 6, 2, 3*time.Second, false)
+	st := hammerRW(t, e, 6, 2, 3*time.Second, nil)
 	require.Positive(t, st.writes.Load(), "writers got in while readers kept coming")
 }
 
 // The same while one node after another is killed and restarted with its
 // data, or paused.
 func TestRWLock_exclusionHoldsWhileNodesFail(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
-	stopFaults := failNodesInTurn(e)
-	hammerRW(t, e, 4, 2, 3*time.Second, true, redlock.WithDurableNodes())
-	require.NoError(t, stopFaults())
+	hammerRW(t, e, 4, 2, 3*time.Second, failNodesInTurn(e), redlock.WithDurableNodes())
 }
 
-// rwStats is what hammerRW saw.
+// rwStats is what hammerRW saw during its run (the turns after it, which
+// show progress, are not counted in reads and writes).
 type rwStats struct {
 	readers, writers, mostReaders atomic.Int32
 	reads, writes                 atomic.Int64
 }
 
 // hammerRW runs readers and writers (each on a Client of its own) on one
-// read-write lock for d, and fails the test if a writer was ever inside
-// with anyone, or if a call failed for any other reason than the end of
-// d (or, with lost, an Unlock that found fewer than a quorum).
-func hammerRW(t *testing.T, e *env, readers, writers int, d time.Duration, lost bool, opts ...redlock.Option) *rwStats {
+// read-write lock for d, under the faults that endFaults ends (nil: none),
+// and fails the test if a writer was ever inside with anyone, if a call
+// failed for any other reason than the end of d (or, under faults, an
+// Unlock that found fewer than a quorum), or if, once the faults ended,
+// a reader or a writer did not get in again (hammer).
+func hammerRW(t *testing.T, e *env, readers, writers int, d time.Duration, endFaults func() error, opts ...redlock.Option) *rwStats {
 	t.Helper()
 	name := newKey(t)
 	st := &rwStats{}
-	hammer(t, readers+writers, d, func(w int) func(context.Context) error {
+	lost := endFaults != nil
+	hammer(t, readers+writers, d, endFaults, func(w int) func(context.Context) error {
 		rw := newClient(t, newPools(t, e.addrs), opts...).RWLock(name)
 		return func(ctx context.Context) error { return rwTurn(ctx, rw, w < readers, st, lost) }
 	})
+	// What the run did: each worker got in once more after it.
+	st.reads.Add(-int64(readers))
+	st.writes.Add(-int64(writers))
 	t.Logf("%d reads (at most %d at once), %d writes", st.reads.Load(), st.mostReaders.Load(), st.writes.Load())
 	return st
 }
@@ -98,6 +105,7 @@ func rwTurn(ctx context.Context, rw *redlock.RWLock, reader bool, st *rwStats, l
 // the read-write lock, a mutex call on its name fails with an error that
 // says why, and once the reader is gone the name is free.
 func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	c := e.client()
@@ -117,8 +125,7 @@ func TestRWLock_aMutexCallOnAHeldNameIsAClearError(t *testing.T) {
 
 // The same while two of five nodes are killed mid-run.
 func TestRWLock_exclusionHoldsWhileTwoOfFiveNodesDie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	killed := killTwoMidRun(t, e, time.Second)
-	hammerRW(t, e, 4, 2, 3*time.Second, true)
-	<-killed
+	hammerRW(t, e, 4, 2, 3*time.Second, killTwoMidRun(e, time.Second))
 }

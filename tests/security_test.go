@@ -127,6 +127,7 @@ func awaitAbsent(t testing.TB, nodes []*redistest.Server, key string) {
 // extension. No node refused a single command along the way, so no
 // feature ran degraded either.
 func TestACL_theDocumentedRulesSufficeForEveryFeature(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	setACL(t, nodes, documentedACL())
@@ -380,6 +381,7 @@ func TestACL_withoutACommandThatLockingNeedsTheCallFails(t *testing.T) {
 // deadline may cut the last round before any node answered it, and the
 // error then shows what the nodes answered the round before.
 func TestACL_aWaitEndedByItsDeadlineNamesTheRefusedCommandEveryTime(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "zadd" }))
@@ -412,6 +414,8 @@ func TestACL_aWaitEndedByItsDeadlineNamesTheRefusedCommandEveryTime(t *testing.T
 // sends the script instead (multi, exec), or dials its connections again
 // (ping, unsubscribe). The node's ACL log shows the refusals.
 func TestACL_withoutACommandThatOnlyHelpsWaitingLockStillWorks(t *testing.T) {
+	// Serial: its waits are bounded by seconds, and it failed beside
+	// parallel tests on a loaded machine (main_test.go).
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	// Without multi, the node runs the first round's commands one by one;
@@ -450,6 +454,7 @@ func TestACL_withoutACommandThatOnlyHelpsWaitingLockStillWorks(t *testing.T) {
 // A key outside the user's key patterns is refused by every node, and the
 // error says so and names the nodes.
 func TestACL_aKeyOutsideThePatternsIsRefused(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	setACL(t, c.Nodes(), documentedACL())
 	cl := newClient(t, aclPools(t, c.Addrs()))
@@ -464,6 +469,7 @@ func TestACL_aKeyOutsideThePatternsIsRefused(t *testing.T) {
 // script: User <user> has no permissions to run the '<command>' command
 // script: ...". The error says both alike.
 func TestACL_aCommandDeniedInAScriptIsNamed(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "pexpire" }))
@@ -478,6 +484,7 @@ func TestACL_aCommandDeniedInAScriptIsNamed(t *testing.T) {
 // announce it. The release succeeded, so Unlock does too; the missing
 // permission is logged naming the nodes, and told to observers.
 func TestACL_unlockWithoutPublishSucceedsAndIsLogged(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "publish" }))
@@ -527,6 +534,7 @@ func (s *syncBuffer) String() string {
 // works, by the back-off (WithRetry), but not silently: WithLogger gets a Warn
 // that names the node and the refused command.
 func TestACL_aDegradedWaitIsLoggedNamingTheNodeAndTheCommand(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	for _, tc := range []struct{ cmd, want string }{
@@ -578,6 +586,8 @@ var aclKinds = []string{"exists", "hget", "hgetall", "hmget", "hset", "hdel", "z
 // Leader and Observe, and the resignation; and the inspection of each.
 // No node refused a single command along the way.
 func TestACL_theDocumentedRulesSufficeForEachKind(t *testing.T) {
+	// Serial: its waits are bounded by seconds, and it failed beside
+	// parallel tests on a loaded machine (main_test.go).
 	c := redistest.StartT(t, 5)
 	nodes, addrs := c.Nodes(), c.Addrs()
 	setACL(t, nodes, slices.Concat(documentedACL(), aclKinds))
@@ -692,6 +702,7 @@ func (roundsRefused) Event(redlock.Event) {}
 // TIME, for a waiter new on the node) leaves no queue without a TTL: the
 // queue it created expires, even if its waiter never comes back.
 func TestACL_aScriptRefusedMidwayLeavesNoQueueWithoutATTL(t *testing.T) {
+	t.Parallel()
 	c := redistest.StartT(t, 1)
 	s := c.Nodes()[0]
 	setACL(t, c.Nodes(), slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "time" }))

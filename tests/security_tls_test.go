@@ -53,6 +53,7 @@ func newTLSEnv(t *testing.T, n int) *tlsEnv {
 // TryLock, Extend, Unlock, and a Lock that waits and is woken by the
 // release announced on its pub/sub connection (itself over TLS).
 func TestTLS_everyCallWorksOverTLS(t *testing.T) {
+	t.Parallel()
 	e := newTLSEnv(t, 5)
 	pools := newPools(t, e.tlsAddrs, pool.WithTLS(e.client))
 	c := newClient(t, pools)
@@ -113,6 +114,7 @@ func TestTLS_aWrongCAIsReportedPerNodeAsACertificateError(t *testing.T) {
 // from is silent: being dialled, and from the first failed handshake
 // until a dial succeeds (never, here), the handshake.
 func TestTLS_onPlainNodesEveryRoundNamesTheConnectingStateAndTheHandshake(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 3)
 	const dialTimeout = 500 * time.Millisecond
 	pools := newPools(t, e.addrs, pool.WithTLS(&tls.Config{InsecureSkipVerify: true}), pool.WithDialTimeout(dialTimeout))

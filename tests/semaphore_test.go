@@ -34,6 +34,7 @@ var arrivals = [5][3]string{{"A", "C", "B"}, {"A", "C", "B"}, {"A", "B", "C"}, {
 // holders on a quorum each; the slot semaphore, asked in the same order,
 // admits two.
 func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	conns := make([]redis.Conn, 5)
@@ -83,31 +84,33 @@ func TestSemaphore_countingPerNodeOverAdmitsAndSlotsDoNot(t *testing.T) {
 // Workers on Clients of their own share a semaphore of two permits: never
 // more than two inside at once, and both permits are used.
 func TestSemaphore_neverMoreHoldersThanPermits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	most := hammerSemaphore(t, e, 6, 2, 2*time.Second, false)
+	most := hammerSemaphore(t, e, 6, 2, 2*time.Second, nil)
 	require.Equal(t, int32(2), most, "both permits were held at once")
 }
 
 // The same while one node after another is killed and restarted with its
 // data, or paused.
 func TestSemaphore_neverMoreHoldersThanPermitsWhileNodesFail(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
-	stopFaults := failNodesInTurn(e)
-	hammerSemaphore(t, e, 6, 2, 3*time.Second, true, redlock.WithDurableNodes())
-	require.NoError(t, stopFaults())
+	hammerSemaphore(t, e, 6, 2, 3*time.Second, failNodesInTurn(e), redlock.WithDurableNodes())
 }
 
-// hammerSemaphore runs workers on a semaphore of permits for d and fails
-// the test if more than permits were ever inside at once, or if Acquire
-// or Unlock failed for any other reason than the end of d (or, with lost,
-// an Unlock that found fewer than a quorum). It returns the most inside
-// at once.
-func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration, lost bool, opts ...redlock.Option) int32 {
+// hammerSemaphore runs workers on a semaphore of permits for d, under the
+// faults that endFaults ends (nil: none), and fails the test if more than
+// permits were ever inside at once, if Acquire or Unlock failed for any
+// other reason than the end of d (or, under faults, an Unlock that found
+// fewer than a quorum), or if, once the faults ended, a worker did not
+// get a permit again (hammer). It returns the most inside at once.
+func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration, endFaults func() error, opts ...redlock.Option) int32 {
 	t.Helper()
 	name := newKey(t)
+	lost := endFaults != nil
 	var inside, most atomic.Int32
 	var took atomic.Int64
-	hammer(t, workers, d, func(int) func(context.Context) error {
+	hammer(t, workers, d, endFaults, func(int) func(context.Context) error {
 		s := newClient(t, newPools(t, e.addrs), opts...).Semaphore(name, permits)
 		return func(ctx context.Context) error {
 			l, err := s.Acquire(ctx, 5*time.Second)
@@ -124,11 +127,13 @@ func hammerSemaphore(t *testing.T, e *env, workers, permits int, d time.Duration
 		}
 	})
 	require.LessOrEqual(t, most.Load(), int32(permits), "more holders than permits")
+	// Each worker took a permit once more after the run.
+	run := took.Load() - int64(workers)
 	if !lost { // with nodes failing in turn, a busy machine may go slowly
-		require.Greater(t, took.Load(), int64(workers), "the permits went round")
+		require.Greater(t, run, int64(workers), "the permits went round")
 	}
-	require.Positive(t, took.Load(), "permits were taken")
-	t.Logf("%d acquisitions, at most %d inside at once", took.Load(), most.Load())
+	require.Positive(t, run, "permits were taken")
+	t.Logf("%d acquisitions, at most %d inside at once", run, most.Load())
 	return most.Load()
 }
 
@@ -154,6 +159,7 @@ func awaitQueued(t *testing.T, e *env, name string, n int) {
 // TryAcquire after a release is refused, and the waiters are served in
 // the order they began to wait.
 func TestSemaphore_aFreedPermitGoesToTheLongestWaiter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -191,6 +197,7 @@ func TestSemaphore_aFreedPermitGoesToTheLongestWaiter(t *testing.T) {
 // A waiter that gives up leaves the queues at once: a free permit is not
 // kept for it.
 func TestSemaphore_aWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -216,6 +223,7 @@ func TestSemaphore_aWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 // Fenced permits: a fenced store refuses the write of a permit's earlier
 // holder once the slot's next holder wrote.
 func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 10*time.Second)
@@ -233,10 +241,9 @@ func TestSemaphore_fencedPermitsIncreasePerSlot(t *testing.T) {
 // The same while two of five nodes are killed mid-run: the other three
 // grant every permit.
 func TestSemaphore_neverMoreHoldersThanPermitsWhileTwoOfFiveNodesDie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
-	killed := killTwoMidRun(t, e, time.Second)
-	hammerSemaphore(t, e, 6, 2, 3*time.Second, true)
-	<-killed
+	hammerSemaphore(t, e, 6, 2, 3*time.Second, killTwoMidRun(e, time.Second))
 }
 
 // Acquire against a quorum of nodes that keep another number of permits

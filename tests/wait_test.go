@@ -240,6 +240,7 @@ func lockOf(c *redlock.Client, key string, opts ...redlock.LockOption) func(ctx 
 }
 
 func TestLock_isWokenByTheRelease(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"pipelined", "redigo"} {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, 5)
@@ -299,6 +300,7 @@ func redigoPools(t testing.TB, addrs []string) []pool.Pool {
 }
 
 func TestLock_servesWaitersInTheOrderTheyCame(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -369,6 +371,7 @@ func TestLock_servesWaitersInTheOrderTheyCame(t *testing.T) {
 }
 
 func TestLock_refusedRoundsTellTheTTLLeft(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client()
@@ -389,6 +392,7 @@ func TestLock_refusedRoundsTellTheTTLLeft(t *testing.T) {
 }
 
 func TestLock_takesOverAnExpiredLockWithoutPolling(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	pools, rounds := counted(newPools(t, e.addrs))
@@ -409,6 +413,7 @@ func TestLock_takesOverAnExpiredLockWithoutPolling(t *testing.T) {
 }
 
 func TestLock_waiterSurvivesEveryNodeRestarting(t *testing.T) {
+	// Serial: it restarts nodes on their ports (main_test.go).
 	// The nodes keep their data across restarts, so the holder's key
 	// survives; every pub/sub connection breaks once.
 	e := newEnv(t, 5, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
@@ -448,6 +453,7 @@ func TestLock_waiterSurvivesEveryNodeRestarting(t *testing.T) {
 }
 
 func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	holder := e.client()
 	c := newClient(t, newPools(t, e.addrs))
@@ -499,6 +505,8 @@ func TestLock_leavesNoSubscriptionOrQueueEntryBehind(t *testing.T) {
 	}
 }
 
+// Serial: it compares the goroutines of the whole process before and
+// after, which other tests running beside it would change.
 func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 	e := newEnv(t, 5)
 	conns := func() []int64 {
@@ -600,6 +608,7 @@ func TestLock_manyWaitersOnManyKeysLeakNothing(t *testing.T) {
 }
 
 func TestLock_withoutQueueingIsStillWokenByTheRelease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client(redlock.WithHandoffWindow(0))
@@ -620,6 +629,7 @@ func TestLock_withoutQueueingIsStillWokenByTheRelease(t *testing.T) {
 }
 
 func TestLock_servesWaitersInOrderWhenTheHolderDied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	dead := e.client()
@@ -645,6 +655,7 @@ func TestLock_servesWaitersInOrderWhenTheHolderDied(t *testing.T) {
 // at the head: the key is kept for it once, for the window, and it leaves
 // the queue with that; a waiter whose entry ran out gets nothing.
 func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -680,6 +691,7 @@ func TestLock_aVanishedWaiterAtTheHeadDoesNotBlockForever(t *testing.T) {
 // A paused node answers nothing, announcements included: the waiter hears
 // the release from the others.
 func TestLock_isWokenWhileANodeIsPaused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	holder := e.client()
@@ -719,6 +731,7 @@ const pubsubSilence = 4 * time.Second
 // network that stopped delivering) is dialled again, so that the waiter
 // still hears the release from that node.
 func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3) // quorum 2
 	key := newKey(t)
 	holder := e.client()
@@ -760,6 +773,7 @@ func TestLock_aSilentPubSubConnectionIsDialledAgain(t *testing.T) {
 // as Redis does at its client limit, is dialled again after a growing
 // back-off (10 ms, doubling, up to 1 s), not in a loop.
 func TestLock_aNodeThatClosesEveryConnectionIsNotDialledInALoop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 4)
 	full := startFakeServer(t, func(c net.Conn) {
 		defer c.Close()
@@ -791,6 +805,7 @@ func TestLock_aNodeThatClosesEveryConnectionIsNotDialledInALoop(t *testing.T) {
 // holder kept its key. Nodes 2 and 3 hold a foreign key, node 4 is down:
 // nodes 0 and 1 grant every round, and no round can win.
 func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client()
@@ -808,6 +823,7 @@ func TestLock_aRoundOutOfReachOfAQuorumIsNotAskedAgainAsASplitVote(t *testing.T)
 // milliseconds, each time with a grant and the release it owes. The
 // back-off paces it.
 func TestLock_aRoundWithTooManyNodesOutIsNotAskedAgainAsASplitVote(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client(redlock.WithNodeTimeout(10*time.Millisecond), redlock.WithRestartSafety(0))
@@ -861,6 +877,7 @@ func TestLock_aWaiterAsksAgainOnceANodeItCouldNotAskIsBack(t *testing.T) {
 // restart check could not settle), a waiter woke itself after every round
 // and asked again at once.
 func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatDidNotCount(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	key := newKey(t)
 	c := e.client(redlock.WithNodeTimeout(10 * time.Millisecond))
@@ -881,6 +898,7 @@ func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatDidNotCount(t *testing
 // back to back: about 180 in 2s, 360 script calls on each live node, and
 // as many owed releases for each stalled node to run once it resumed.
 func TestWaiting_callsThatDoNotQueueAreNotWokenByTheirOwnReleasesWhileNodesStall(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	for _, tc := range []struct {
 		name string
 		warm bool // the live nodes' grants count (no restart safety), as on a Client whose restart checks settled
@@ -930,6 +948,7 @@ func TestWaiting_callsThatDoNotQueueAreNotWokenByTheirOwnReleasesWhileNodesStall
 // round's late grants woke the waiter for the next, some 27 rounds a
 // second.
 func TestLock_aWaiterIsNotWokenByItsOwnReleaseOfGrantsThatCameLate(t *testing.T) {
+	// Serial: its nodes must answer within tens of milliseconds (main_test.go).
 	e := newEnv(t, 5)
 	addrs := append([]string(nil), e.addrs...)
 	for i := 2; i < 5; i++ {
