@@ -109,7 +109,7 @@ func (e *Election) termRegressed(from, to uint64) {
 			slog.String("cause", "a quorum of nodes lost the election key's fence counter (docs/fencing.md)"))
 	}
 	if c.observing() {
-		c.emit(Event{Kind: EventTermRegressed, Lock: KindElection, Key: e.key, Err: err})
+		c.emit(Event{Kind: EventTermRegressed, Lock: KindElection, Key: e.name, Err: err})
 	}
 }
 

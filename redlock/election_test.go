@@ -462,7 +462,7 @@ func TestElection_observeDeliversALeaderWhoseTermWentBackAndSaysSo(t *testing.T)
 	ev := rec.events[0]
 	rec.mu.Unlock()
 	require.Equal(t, KindElection, ev.Lock)
-	require.Equal(t, wire.ElectionKey("e"), ev.Key)
+	require.Equal(t, "e", ev.Key, "the election's name")
 	require.ErrorContains(t, ev.Err, "term went back from 9 to 3")
 	require.Equal(t, 1, strings.Count(logs.String(), "election term went back"), logs.String())
 	require.Contains(t, logs.String(), "level=WARN")

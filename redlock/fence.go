@@ -73,7 +73,7 @@ func (c *Client) mintFence(ctx context.Context, g *grab, r *round, until time.Ti
 		top = max(top, f.Counter)
 		c.seeEpoch(i, keyslot.Slot(key), f.Epoch)
 	}
-	return c.writeBackFence(ctx, key, top+1, until, g.ttl, g.cfg.minValidity)
+	return c.writeBackFence(ctx, g.name, key, top+1, until, g.ttl, g.cfg.minValidity)
 }
 
 // seeEpoch remembers node i's epoch for a hash slot and reports a change.
@@ -108,19 +108,20 @@ const fenceRounds = 3
 // counter, up to fenceRounds rounds and while more than minValidity is
 // left (the lock is valid until until). Otherwise it returns the last
 // round's *QuorumError with Op "fence", matching ErrNotAcquired. It
-// releases nothing.
-func (c *Client) writeBackFence(ctx context.Context, key string, fence uint64, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
+// releases nothing. Observers and errors call the rounds name: the lock's
+// (kind.name).
+func (c *Client) writeBackFence(ctx context.Context, name, key string, fence uint64, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	for n := 1; ; n++ {
 		w, err := c.run(ctx, request{script: wire.FenceStore, args: wire.FenceStoreArgs(key, fence),
 			status: fenceStatus, keep: true})
 		if err == nil {
-			c.observeRound(OpFence, key, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
+			c.observeRound(OpFence, name, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))
 		}
 		if err == nil && w.ok {
 			return fence, nil
 		}
 		if err == nil {
-			err = c.quorumError(OpFence, key, w, ErrNotAcquired, 0)
+			err = c.quorumError(OpFence, name, w, ErrNotAcquired, 0)
 			top, refused := refusedCounter(w)
 			if refused && n < fenceRounds && until.Sub(c.cfg.clock.Now()) > minValidity {
 				fence = top + 1 // a refusing counter is the fence or more

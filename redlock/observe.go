@@ -37,7 +37,7 @@ func WithObserver(o Observer) Option {
 // the nodes that handed the key over are NodeOK, with no latency).
 type RoundInfo struct {
 	Op       Op
-	Key      string        // the lock key; a multi-key lock's keys joined by commas
+	Key      string        // the lock's name as its caller gave it, as in Event.Key
 	Start    time.Time     // when the first command was sent
 	Duration time.Duration // from Start to the decision
 	// Nodes is every node, in the order the Client was given them, with
@@ -109,10 +109,10 @@ type Event struct {
 	// Lock is the kind of lock the event concerns (the call that took
 	// it); zero for node events (EventNodeReset, EventNodeExcluded).
 	Lock LockKind
-	// Key is the lock key: a multi-key lock's keys joined by commas; a
-	// semaphore's or read-write lock's name in its acquisition events
-	// (its permit's slot key or its readers' or writer's key in the
-	// others); "" for node events.
+	// Key is the lock's name as its caller gave it, the same in every
+	// event of the lock: a mutex's key, a multi-key lock's keys joined by
+	// commas, a semaphore's, read-write lock's or election's name; ""
+	// for node events.
 	Key      string
 	Node     string        // the node's address, for node events
 	Duration time.Duration // see each EventKind

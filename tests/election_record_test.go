@@ -164,7 +164,7 @@ func TestElection_observeDeliversALeaderWhoseTermWentBack(t *testing.T) {
 	ev, ok := rec.event(redlock.EventTermRegressed)
 	require.True(t, ok, "the regression is reported")
 	require.Equal(t, redlock.KindElection, ev.Lock)
-	require.Equal(t, wire.ElectionKey(name), ev.Key)
+	require.Equal(t, name, ev.Key, "the election's name")
 	require.ErrorContains(t, ev.Err, fmt.Sprintf("went back from %d to %d", old, l.Fence()))
 	require.Equal(t, 1, strings.Count(logs.String(), "election term went back"), logs.String())
 	require.NoError(t, l.Unlock(ctx))
