@@ -115,12 +115,15 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	}
 	status, err := r.req.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.req.gate {
-		gen, check, e := r.c.countReply(nc.i)
-		if check {
-			// The reply came on a connection not checked yet: check it
-			// now, and count the reply once the check has (restart.go).
+		gen := r.c.generation(nc.i) // read with the reply: what a check must have seen
+		wait, e := r.c.countAt(nc.i, gen, true)
+		if wait {
+			// The node is not counted yet, and a check under way (the
+			// first acquisition's goes out beside it) may settle it: the
+			// grant counts once that check says so, if it does before
+			// the round's node timeout (restart.go).
 			go func() {
-				status, err := NodeOK, r.c.checkConnection(nc.i, gen)
+				status, err := NodeOK, r.c.awaitCheck(nc.i, gen, r.start.Add(r.c.cfg.nodeTimeout))
 				if err != nil {
 					status = NodeFailed
 				}
