@@ -51,7 +51,7 @@ func (r freshResult) String() string {
 // of its own (new connections), and has them take a free key of their
 // own with at most tries TryLocks, pause apart: wave Clients at once, the
 // next wave once the last has done. Each Client gets opts.
-func freshClientsTakeTheirKeys(t *testing.T, addrs []string, n, wave, tries int, pause time.Duration, opts ...redlock.Option) freshResult {
+func freshClientsTakeTheirKeys(t testing.TB, addrs []string, n, wave, tries int, pause time.Duration, opts ...redlock.Option) freshResult {
 	t.Helper()
 	res := freshResult{n: n, tries: make([]int, n)}
 	var mu sync.Mutex
@@ -98,7 +98,7 @@ func freshClientsTakeTheirKeys(t *testing.T, addrs []string, n, wave, tries int,
 // own, so that the nodes are a used deployment (each has its restart
 // marker) and have the scripts loaded: the Clients of a test start as
 // they would beside others.
-func markDeployment(t *testing.T, addrs []string) {
+func markDeployment(t testing.TB, addrs []string) {
 	t.Helper()
 	c := newClient(t, newPools(t, addrs))
 	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), longTTL)
@@ -157,7 +157,7 @@ const busyEnv = "REDLOCK_TEST_BUSY_FOR"
 // keepCoresBusy runs n processes that keep a core busy each, for at most
 // d (they end by themselves after it, and with the test process: they
 // are killed when the test ends, or when the test process dies).
-func keepCoresBusy(t *testing.T, n int, d time.Duration) {
+func keepCoresBusy(t testing.TB, n int, d time.Duration) {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -245,4 +245,26 @@ func startLatencyProxy(t testing.TB, target string, delay time.Duration, only []
 		_ = c.Close()
 		wg.Wait()
 	})
+}
+
+// BenchmarkFreshClients is the scenario of the tests above at the size
+// where it was first seen: 200 fresh Clients at once, 5 pools each, the
+// default node timeout, each taking a free key of its own with up to 10
+// TryLocks back to back, on real nodes (no proxy). It reports, per run,
+// how many took their key on the first TryLock, within 3 and within 10.
+// With REDLOCK_BENCH_BUSY=1, two CPU-bound processes run beside it.
+func BenchmarkFreshClients(b *testing.B) {
+	e := newEnv(b, 5)
+	markDeployment(b, e.addrs)
+	if os.Getenv("REDLOCK_BENCH_BUSY") == "1" {
+		keepCoresBusy(b, 2, time.Minute)
+	}
+	var first, within3, within10 int
+	for range b.N {
+		res := freshClientsTakeTheirKeys(b, e.addrs, 200, 200, 10, 0, redlock.WithNodeTimeout(50*time.Millisecond))
+		first, within3, within10 = first+res.first, within3+res.within(3), within10+res.within(10)
+	}
+	b.ReportMetric(float64(first)/float64(b.N), "first-try/op")
+	b.ReportMetric(float64(within3)/float64(b.N), "within-3/op")
+	b.ReportMetric(float64(within10)/float64(b.N), "within-10/op")
 }
