@@ -95,8 +95,10 @@
 //
 // # Restart safety
 //
-// A node that restarts without its data forgets the locks it held. Before
-// its first acquisition, and whenever a pool opened a new connection
+// A node that restarts without its data forgets the locks it held. With
+// its first acquisition (beside it on pool.New's nodes, so that it costs
+// no round trip of its own: a grant waits for the check, within the node
+// timeout), and whenever a pool opened a new connection
 // (pool.Reconnector; with other pools, after a call to the node failed
 // without its answer), a Client asks each node for its run id, its uptime
 // and a marker key ("redlock:node") that holds the run id of the process

@@ -20,7 +20,7 @@ var (
 	nNotAwaited  = NodeResult{Status: NodePending}
 	nTimedOut    = NodeResult{Status: NodePending, Err: errNoReply}
 	nRestarted   = NodeResult{Status: NodeFailed, Err: &restartedError{left: time.Minute, why: "a new run id"}}
-	nUnchecked   = NodeResult{Status: NodeFailed, Err: &uncheckedError{&pool.NodeError{Op: "EVALSHA", Err: pool.ReplyError("NOPERM no INFO")}}}
+	nUnchecked   = NodeResult{Status: NodeFailed, Err: &uncheckedError{last: &pool.NodeError{Op: "EVALSHA", Err: pool.ReplyError("NOPERM no INFO")}}}
 	nRefusedDial = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "dial", Err: fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)}}
 	nDownGarbled = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "dial", Err: errors.New("node down: unexpected response line")}}
 	nReset       = NodeResult{Status: NodeFailed, Err: &pool.NodeError{Op: "SET", Err: fmt.Errorf("read: %w", syscall.ECONNRESET)}}

@@ -59,16 +59,39 @@ func WithDurableNodes() Option {
 //     whose marker survived its restart is counted and marked at once.
 //   - A deployment on which no node has a marker is new: nothing can
 //     hold a lock on it, and every node is counted and marked at once.
-//   - It asks before its first acquisition, and again, in the background,
+//   - It asks with its first acquisition, and again, in the background,
 //     whenever a pool that implements pool.Reconnector opened a new
 //     connection since: a node that restarts loses its connections, so a
 //     reply on a connection checked before came from the checked process.
-//     A reply on an unchecked connection is not counted.
+//     A reply on an unchecked connection is not counted. A grant from a
+//     node that is not counted yet waits for the check under way (until
+//     its round's node timeout) instead of failing at once (awaitCheck).
+//     A grant counts only when the check says the node counts and no
+//     connection was opened between the check and the grant, whichever
+//     of the two replies came first: both connections were open at once,
+//     so they talked to one process.
+//   - On pools that send everything on one connection (async.OneConn:
+//     pool.New's), the first check goes out beside the first acquisition,
+//     not before it: the first lock costs no round trip of its own. On
+//     others, which may open a connection for each concurrent command,
+//     the check and the acquisition would open two, and the grant would
+//     come on a connection the check did not see: there the first
+//     acquisition waits for the first check (alongside is false), for no
+//     longer than its context and the node timeout.
+//   - A check is bounded by checkPatience, not by the node timeout: a
+//     check that answers after the round that started it was decided
+//     still settles the node for the next call, which waits for it rather
+//     than asking again.
 //   - A pool that does not tell (not a pool.Reconnector) gets a generation
 //     kept by the Client (suspectGen): it grows with every call to the node
 //     that failed without the node's answer, and with a fence epoch that
 //     changed, the signs that the pool may be on a new connection. A reply
 //     after one counts once the node was checked again.
+
+// checkPatience is the least time a restart check waits for its node's
+// answer (the node timeout when that is longer). It runs in the
+// background: a grant waits for it only until its own round is decided.
+const checkPatience = 5 * time.Second
 
 // nodeView is what the Client knows of one node's process.
 type nodeView struct {
@@ -87,13 +110,20 @@ type restarts struct {
 	checking []atomic.Bool              // a background check is under way
 	gens     []pool.Reconnector         // a *suspectGen for pools that do not tell
 	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
-	// The check before the first acquisition: the first caller runs it
-	// and closes firstDone; the others wait for that or for their own
-	// context. A channel, not a sync.Once: a caller is not held past its
-	// deadline, and a Client inside a testing/synctest bubble does not
-	// stop virtual time while the check waits on a timer.
+	// The check of every node that goes out with the first acquisition:
+	// the first caller starts it in the background (allBusy is set while
+	// it runs) and it closes firstDone when done. With alongside, nobody
+	// waits for it before sending: a grant waits for it in its own round
+	// (awaitCheck). Otherwise callers wait for firstDone, their context or
+	// the node timeout, whichever comes first: a channel, not a
+	// sync.Once, so that a caller is not held past its deadline, and a
+	// Client inside a testing/synctest bubble does not stop virtual time.
 	firstTaken atomic.Bool
 	firstDone  chan struct{}
+	alongside  bool
+	// checked is closed, and replaced, whenever a check ended or changed
+	// a node's view: a grant that waits for a check waits on it.
+	checked atomic.Pointer[chan struct{}]
 	// settled is set once a check of every node had a quorum answer;
 	// until then a node's check is a check of all of them (allBusy), so
 	// that a deployment that came up after the Client is still seen new.
@@ -111,6 +141,8 @@ func (c *Client) initRestarts() {
 	c.rs.checking = make([]atomic.Bool, len(c.pools))
 	c.rs.gens = make([]pool.Reconnector, len(c.pools))
 	c.rs.lastErr = make([]atomic.Pointer[error], len(c.pools))
+	ch := make(chan struct{})
+	c.rs.checked.Store(&ch)
 	c.rs.firstDone = make(chan struct{})
 	for i, p := range c.pools {
 		if g, ok := p.(pool.Reconnector); ok {
@@ -146,21 +178,61 @@ func (c *Client) maxTTL() time.Duration {
 }
 
 // beforeAcquire readies restart safety for an acquisition with ttl: the
-// nodes are checked before the first one.
+// first one starts the check of every node, in the background. With
+// alongside it never waits: the acquisition goes out beside the check,
+// and its grants wait for the check (awaitCheck). Otherwise it waits for
+// the first check to end, for at most the node timeout and no longer
+// than ctx.
 func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 	if c.cfg.maxTTL == 0 {
 		return
 	}
 	c.noteTTL(ttl)
 	if c.rs.firstTaken.CompareAndSwap(false, true) {
-		c.checkAll(ctx)
-		close(c.rs.firstDone)
+		c.rs.allBusy.Store(true)
+		bctx := context.WithoutCancel(ctx)
+		if !c.bg.goTracked(func() {
+			c.checkAll(bctx)
+			c.rs.allBusy.Store(false) // before the poke: a waiter it wakes may ask again
+			close(c.rs.firstDone)
+			c.checkEnded()
+			c.notify.poke()
+		}) {
+			c.rs.allBusy.Store(false)
+			close(c.rs.firstDone)
+		}
+	}
+	if c.rs.alongside {
 		return
 	}
 	select {
 	case <-c.rs.firstDone:
-	case <-ctx.Done():
+		return
+	default:
 	}
+	t := c.timer(c.cfg.nodeTimeout)
+	defer c.putTimer(t)
+	select {
+	case <-c.rs.firstDone:
+	case <-ctx.Done():
+	case <-t.C():
+	}
+}
+
+// checkEvent returns the channel that the next end of a check closes.
+func (c *Client) checkEvent() <-chan struct{} { return *c.rs.checked.Load() }
+
+// checkEnded wakes the grants that wait for a check (awaitCheck): a check
+// ended, or a node's view changed.
+func (c *Client) checkEnded() {
+	ch := make(chan struct{})
+	close(*c.rs.checked.Swap(&ch))
+}
+
+// checkUnderWay reports whether a check that may settle node i is under
+// way: of the node, or of every node.
+func (c *Client) checkUnderWay(i int) bool {
+	return c.rs.checking[i].Load() || c.rs.allBusy.Load()
 }
 
 // noteTTL raises the longest TTL this Client used (maxTTL) to ttl, before
@@ -188,68 +260,86 @@ func (c *Client) noteTTL(ttl time.Duration) {
 // the quorum: nil when it does, otherwise why not. It never blocks; a
 // check it finds missing is started in the background.
 func (c *Client) counts(i int) error {
-	_, check, err := c.countReply(i)
-	if check {
-		c.recheck(i)
-		return c.unchecked(i)
-	}
+	_, err := c.countAt(i, c.generation(i), true)
 	return err
 }
 
-// countReply is counts for a reply that can wait: check is set, with the
-// pool's connection generation, when the reply came on a connection not
-// checked yet, on a Client whose checks have had a quorum answer; the
-// reply counts once checkConnection says so. It never blocks.
-func (c *Client) countReply(i int) (gen uint64, check bool, err error) {
+// generation returns node i's connection generation now.
+func (c *Client) generation(i int) uint64 { return c.rs.gens[i].Generation() }
+
+// countAt reports whether a reply of node i read at connection generation
+// gen counts toward a quorum: err is nil when it does, otherwise why not.
+// When it does not count for want of a check, start starts one in the
+// background (unless one is under way), and wait says that a check under
+// way may still make it count (awaitCheck). It never blocks.
+func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 	if c.cfg.maxTTL == 0 {
-		return 0, false, nil
+		return false, nil
 	}
 	v := c.rs.views[i].Load()
-	if v == nil || v.marking {
-		c.recheck(i)
-		return 0, false, c.unchecked(i)
-	}
-	if g := c.rs.gens[i]; g != nil {
-		if gen = g.Generation(); gen != v.gen {
-			if c.rs.settled.Load() {
-				return gen, true, nil
-			}
-			c.recheck(i) // every node: the deployment may be new
-			return 0, false, c.unchecked(i)
+	if v == nil || v.marking || gen > v.gen {
+		// Not checked, being marked, or checked on an older connection
+		// than the reply's: a check that runs now sees the reply's
+		// process (while no connection was opened since the reply).
+		if start {
+			c.recheck(i)
 		}
+		if c.checkUnderWay(i) {
+			return true, c.uncheckedWaiting(i)
+		}
+		return false, c.unchecked(i)
+	}
+	if gen < v.gen {
+		// Checked on a connection opened after the reply was read: the
+		// check says nothing of the reply's.
+		return false, errUnchecked
 	}
 	if v.from.IsZero() {
-		return 0, false, nil
+		return false, nil
 	}
 	now := c.cfg.clock.Now()
 	if now.Before(v.from) {
-		return 0, false, &restartedError{left: v.from.Sub(now), why: v.why}
+		return false, &restartedError{left: v.from.Sub(now), why: v.why}
 	}
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
 	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, subs: v.subs}) {
 		c.bg.goTracked(func() { c.mark(i, v.runID) })
 	}
-	return 0, false, nil
+	return false, nil
 }
 
-// checkConnection checks node i's connection now, within the node
-// timeout, and returns why the node does not count, or nil when it does:
-// a reply that came on that connection (generation gen) counts too. A
-// check that ran on a later connection says nothing of it.
-func (c *Client) checkConnection(i int, gen uint64) error {
-	f, err := c.checkNode(context.Background(), i, "")
-	if err != nil {
-		return c.unchecked(i)
+// awaitWakes bounds how many times awaitCheck looks again at a node after
+// a check ended: each look is one check's end, and a grant needs at most
+// the check under way, then one of the connection it came on.
+const awaitWakes = 8
+
+// awaitCheck waits for a check of node i that may make its grant, read at
+// connection generation gen, count (countAt said wait), until deadline
+// (its round's node timeout) or Close, and returns why the grant does not
+// count, or nil when it does. After a check under way ended, it starts
+// one more when the node was checked on an older connection than the
+// grant's.
+func (c *Client) awaitCheck(i int, gen uint64, deadline time.Time) error {
+	t := c.cfg.clock.NewTimer(max(deadline.Sub(c.cfg.clock.Now()), 0))
+	defer t.Stop()
+	var err error
+	for range awaitWakes {
+		ev := c.checkEvent() // before looking: a check that ends after the look closes it
+		var wait bool
+		if wait, err = c.countAt(i, gen, true); !wait {
+			return err
+		}
+		select {
+		case <-ev:
+		case <-t.C():
+			return err
+		case <-c.bg.closing():
+			return err
+		}
 	}
-	if c.adopt(i, f, false) {
-		c.mark(i, f.runID)
-	}
-	c.notify.poke()
-	if f.gen != gen {
-		return errUnchecked
-	}
-	return c.counts(i)
+	_, err = c.countAt(i, gen, false)
+	return err
 }
 
 // countsHeard reports whether what node i announced on the pub/sub
@@ -290,19 +380,46 @@ func notCounted(err error) bool {
 // permissions the check needs, for example).
 func (c *Client) unchecked(i int) error {
 	if e := c.rs.lastErr[i].Load(); e != nil {
-		return &uncheckedError{*e}
+		return &uncheckedError{last: *e}
 	}
 	return errUnchecked
 }
 
-// uncheckedError is errUnchecked with the last check's error.
-type uncheckedError struct{ last error }
-
-func (e *uncheckedError) Error() string {
-	return errUnchecked.Error() + "; the last check failed: " + e.last.Error()
+// uncheckedWaiting is unchecked for a node whose check is under way: the
+// grant was not counted because the check had not answered by the time
+// its round was decided.
+func (c *Client) uncheckedWaiting(i int) error {
+	e := &uncheckedError{waiting: true}
+	if last := c.rs.lastErr[i].Load(); last != nil {
+		e.last = *last
+	}
+	return e
 }
 
-func (e *uncheckedError) Unwrap() []error { return []error{errUnchecked, e.last} }
+// uncheckedError is errUnchecked with the last check's error, and
+// whether a check was under way.
+type uncheckedError struct {
+	last    error
+	waiting bool
+}
+
+func (e *uncheckedError) Error() string {
+	msg := errUnchecked.Error()
+	if e.waiting {
+		msg += "; its check had not answered yet"
+	}
+	if e.last != nil {
+		msg += "; the last check failed: " + e.last.Error()
+	}
+	return msg
+}
+
+func (e *uncheckedError) Unwrap() []error {
+	if e.last == nil {
+		return []error{errUnchecked}
+	}
+	return []error{errUnchecked, e.last}
+}
 
 // restartedError is the error of a node restart safety does not count.
 type restartedError struct {
@@ -342,13 +459,27 @@ func (c *Client) checkFailed(i int, err error) error {
 	return err
 }
 
+// checkBound is how long a check in the background waits for its node:
+// the node timeout, or checkPatience when that is longer.
+func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, checkPatience) }
+
 // checkNode runs the restart check on node i, marking it with mark first
-// when that is its run id ("" to only read). The answer is taken only
-// from a connection that stayed the same throughout. A check that failed
-// without the node's answer (a broken connection) asks once more.
-func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, error) {
-	ctx, cancel := c.nodeContext(ctx)
+// when that is its run id ("" to only read), for at most bound, and no
+// longer than until Close. The answer is taken only from a connection
+// that was open throughout: no connection was opened while it ran, or
+// the pool had none before and opened exactly one, the check's (a fresh
+// pool's first command). A check that failed without the node's answer
+// (a broken connection) asks once more.
+func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.Duration) (nodeFacts, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
+	go func() { // Close does not wait for a check of a stalled node
+		select {
+		case <-c.bg.closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var err error
 	retried := false
 	for range 3 {
@@ -384,13 +515,26 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string) (nodeFacts, 
 		if g == nil {
 			return f, nil
 		}
-		if f.gen = g.Generation(); f.gen == before {
+		if f.gen = g.Generation(); f.gen == before || c.firstConnection(i, before, f.gen) {
 			return f, nil
 		}
 		// The check opened a connection (or lost one) on the way: ask
 		// again on the connection in use now.
 	}
 	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
+}
+
+// firstConnection reports whether a check of node i that began at
+// connection generation before and answered at after ran on the only
+// connection its pool ever opened: a pool.Reconnector that had opened
+// none opened exactly one, so the check's reply came on it. A generation
+// the Client keeps itself (suspectGen) counts signs, not connections: it
+// says no such thing.
+func (c *Client) firstConnection(i int, before, after uint64) bool {
+	if _, own := c.rs.gens[i].(*suspectGen); own {
+		return false
+	}
+	return before == 0 && after == 1
 }
 
 // uptimeFloor is the least true uptime of a node that reports up seconds.
@@ -464,6 +608,7 @@ func (c *Client) checkAll(ctx context.Context) {
 			c.mark(a.i, a.f.runID)
 		}
 		c.rs.checking[a.i].Store(false)
+		c.checkEnded()
 	}
 	// Marked before they are counted: another Client that checks now
 	// sees the deployment as used.
@@ -489,7 +634,7 @@ func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
 	for i := range c.pools {
 		c.rs.checking[i].Store(true)
 		if !c.bg.goTracked(func() {
-			f, err := c.checkNode(ctx, i, "")
+			f, err := c.checkNode(ctx, i, "", c.checkBound())
 			answers <- answer{i, f, err}
 		}) {
 			c.rs.checking[i].Store(false)
@@ -542,7 +687,7 @@ func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, took time.D
 	}
 	for k, a := range got {
 		if a.err == nil && a.f.marker == "" {
-			got[k].f, got[k].err = c.checkNode(ctx, a.i, "")
+			got[k].f, got[k].err = c.checkNode(ctx, a.i, "", c.checkBound())
 		}
 	}
 }
@@ -569,7 +714,7 @@ func (c *Client) freshBeingMarked(got []answer) bool {
 // counted once its marker is in place, or checked again if that failed.
 func (c *Client) mark(i int, runID string) {
 	v := c.rs.views[i].Load()
-	f, err := c.checkNode(context.Background(), i, runID)
+	f, err := c.checkNode(context.Background(), i, runID, c.checkBound())
 	if v == nil || !v.marking {
 		return // counted already
 	}
@@ -578,6 +723,7 @@ func (c *Client) mark(i int, runID string) {
 	} else {
 		c.rs.views[i].CompareAndSwap(v, nil) // checked again at its next reply
 	}
+	c.checkEnded()
 }
 
 // recheck checks node i in the background, unless a check is under way.
@@ -589,6 +735,7 @@ func (c *Client) recheck(i int) {
 			if !c.bg.goTracked(func() {
 				c.checkAll(context.Background())
 				c.rs.allBusy.Store(false) // before the poke: a waiter it wakes may ask again
+				c.checkEnded()
 				c.notify.poke()
 			}) {
 				c.rs.allBusy.Store(false)
@@ -600,7 +747,7 @@ func (c *Client) recheck(i int) {
 		return
 	}
 	if !c.bg.goTracked(func() {
-		f, err := c.checkNode(context.Background(), i, "")
+		f, err := c.checkNode(context.Background(), i, "", c.checkBound())
 		if err == nil && c.adopt(i, f, false) {
 			c.mark(i, f.runID)
 		}
@@ -608,6 +755,7 @@ func (c *Client) recheck(i int) {
 		// (a hand-off heard on a pub/sub connection opened after this check
 		// began) starts one.
 		c.rs.checking[i].Store(false)
+		c.checkEnded()
 		if err == nil {
 			c.notify.poke() // a hand-off from the node may count now
 		}
@@ -697,7 +845,7 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 			continue
 		}
 		g.Go(func() error {
-			f, err := c.checkNode(ctx, i, "")
+			f, err := c.checkNode(ctx, i, "", c.cfg.nodeTimeout)
 			if err != nil || f.runID == old.runID {
 				return nil
 			}

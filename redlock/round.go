@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -114,12 +115,15 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	}
 	status, err := r.req.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.req.gate {
-		gen, check, e := r.c.countReply(nc.i)
-		if check {
-			// The reply came on a connection not checked yet: check it
-			// now, and count the reply once the check has (restart.go).
+		gen := r.c.generation(nc.i) // read with the reply: what a check must have seen
+		wait, e := r.c.countAt(nc.i, gen, true)
+		if wait {
+			// The node is not counted yet, and a check under way (the
+			// first acquisition's goes out beside it) may settle it: the
+			// grant counts once that check says so, if it does before
+			// the round's node timeout (restart.go).
 			go func() {
-				status, err := NodeOK, r.c.checkConnection(nc.i, gen)
+				status, err := NodeOK, r.c.awaitCheck(nc.i, gen, r.start.Add(r.c.cfg.nodeTimeout))
 				if err != nil {
 					status = NodeFailed
 				}
@@ -546,7 +550,10 @@ func (e *notAnnounced) Error() string {
 
 // setStatus reads the answer to SET NX GET: nil when it took the key,
 // the holder's value when the key exists (failed when that is a
-// read-write lock's marker: a name is one kind of lock).
+// read-write lock's marker: a name is one kind of lock). A status reply
+// OK (a Go string, where a holder's value is a bulk string) is not what
+// Redis answers to SET with GET: such a node failed, with the reply
+// named, rather than being taken for one held by another owner.
 func setStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if err != nil {
 		return NodeFailed, err
@@ -554,11 +561,18 @@ func setStatus(addr string, reply any, err error) (NodeStatus, error) {
 	if reply == nil {
 		return NodeOK, nil
 	}
+	if s, ok := reply.(string); ok && s == "OK" {
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: errSetOK}
+	}
 	switch v, ok := wire.String(reply); {
 	case !ok:
-		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: fmt.Errorf("unexpected reply %v", reply)}
+		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: fmt.Errorf("unexpected reply %v to SET NX GET (Redis answers nil when it took the key, or the holder's value)", reply)}
 	case v == wire.RWMarker:
 		return NodeFailed, &pool.NodeError{Addr: addr, Op: "SET", Err: errHeldAsRW}
 	}
 	return NodeRefused, nil
 }
+
+// errSetOK is the error of a node that answered SET key token NX PX ttl
+// GET with +OK.
+var errSetOK = errors.New(`unexpected reply "OK" to SET NX GET: Redis answers nil when it took the key, or the holder's value; a node that answers OK ignored GET (not Redis 7.0 or later, or a proxy that rewrites replies): not counted`)

@@ -560,3 +560,15 @@ func TestClient_nilContextIsAClearErrorNotAPanic(t *testing.T) {
 	require.ErrorContains(t, l.Unlock(nilCtx), "nil context")
 	require.NoError(t, l.Unlock(context.Background()), "the failed calls left the lock as it was")
 }
+
+// setStatus fails a status reply OK to SET NX GET, naming it and the
+// node, while a holder's value "OK" (a bulk string) is still a refusal.
+func TestSetStatus_aStatusReplyOKIsUnexpected(t *testing.T) {
+	status, err := setStatus("n1:6379", "OK", nil)
+	require.Equal(t, NodeFailed, status)
+	require.ErrorContains(t, err, `unexpected reply "OK" to SET NX GET`)
+	require.ErrorContains(t, err, "n1:6379")
+	status, err = setStatus("n1:6379", []byte("OK"), nil)
+	require.Equal(t, NodeRefused, status)
+	require.NoError(t, err)
+}

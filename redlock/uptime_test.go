@@ -50,8 +50,49 @@ func TestCheckNode_asksAgainAfterABrokenConnection(t *testing.T) {
 	c, err := New([]pool.Pool{p})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	f, err := c.checkNode(context.Background(), 0, "")
+	f, err := c.checkNode(context.Background(), 0, "", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "0123abcd", f.runID)
 	require.Equal(t, int32(2), p.calls.Load())
+}
+
+// dialingPool answers the restart check like a node whose pool opens its
+// first connection for the call, as a fresh pool.New does: its
+// generation goes from 0 to 1 during the check, or, with another,
+// from 1 to 2.
+type dialingPool struct {
+	brokenOncePool
+	gen atomic.Uint64
+	by  uint64 // how many connections each call opens
+}
+
+func (p *dialingPool) Generation() uint64 { return p.gen.Load() }
+func (p *dialingPool) Eval(context.Context, *pool.Script, ...any) (any, error) {
+	p.calls.Add(1)
+	p.gen.Add(p.by)
+	return []any{[]byte("0123abcd"), int64(100), []byte("0123abcd")}, nil
+}
+
+// A check on a pool that had no connection and opened exactly one ran on
+// it: it is taken at once (one round trip, not two). A check under which
+// a pool that had a connection opened another, or that opened two, is
+// asked again: the reply may have come on either.
+func TestCheckNode_aFreshPoolsFirstConnectionIsTheChecks(t *testing.T) {
+	for _, tc := range []struct {
+		from, by  uint64
+		wantCalls int32
+	}{{0, 1, 1}, {1, 1, 3}, {0, 2, 3}} {
+		p := &dialingPool{by: tc.by}
+		p.gen.Store(tc.from)
+		c, err := New([]pool.Pool{p})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = c.checkNode(context.Background(), 0, "", time.Second)
+		require.Equal(t, tc.wantCalls, p.calls.Load(), "generation %d, %d opened per call", tc.from, tc.by)
+		if tc.wantCalls == 1 {
+			require.NoError(t, err)
+		} else {
+			require.ErrorContains(t, err, "the connection changed under every attempt")
+		}
+	}
 }

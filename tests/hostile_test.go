@@ -107,3 +107,27 @@ func TestExtendAndUnlock_aWrongKindOfReplyFailsTheNode(t *testing.T) {
 	check("Unlock", err)
 	awaitAbsent(t, e.nodes, key)
 }
+
+// A node that answers SET NX GET with +OK, which Redis never answers to
+// SET with GET, failed: its error names the reply. It was reported as
+// "held by another owner", which sent the reader looking for a holder
+// that did not exist.
+func TestTryLock_aNodeThatAnswersSETWithOKFailsNamingTheReply(t *testing.T) {
+	e := newEnv(t, 2)
+	liars := []*fakeServer{scriptLiar(t, "+OK\r\n"), scriptLiar(t, "+OK\r\n"), scriptLiar(t, "+OK\r\n")}
+	addrs := []string{liars[0].Addr(), liars[1].Addr(), liars[2].Addr()}
+	pools := append(append([]pool.Pool(nil), e.pools...), newPools(t, addrs)...)
+	c := newClient(t, pools, redlock.WithRestartSafety(0))
+	key := newKey(t)
+	_, err := c.TryLock(ctxT(t, 10*time.Second), key, longTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	qe := asQuorumError(t, err)
+	for k, addr := range addrs {
+		n := qe.Nodes[2+k]
+		require.Equal(t, redlock.NodeFailed, n.Status, "%s answered +OK", addr)
+		require.ErrorContains(t, n.Err, `unexpected reply "OK"`)
+		require.ErrorContains(t, n.Err, addr)
+		require.NotContains(t, err.Error(), addr+" held by another owner")
+	}
+	awaitAbsent(t, e.nodes, key) // the real nodes' grants were released
+}
