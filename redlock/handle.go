@@ -42,7 +42,10 @@ func (l *Lock) Handle() Handle {
 // the original: a restored permit's Unlock gives its slot to the longest
 // waiter, a read or write hold's wakes the lock's waiters, a multi-key
 // lock's frees every key, and a restored leadership's extensions write
-// the leader record back where it is missing. Its fences are h's. It
+// the leader record back where it is missing. Its fences are h's. Hand
+// a lock over between calls: an Extend of the original that failed
+// without every node's answer may still land after the new holder's and
+// end the key sooner (docs/kinds.md). It
 // fails, asking no node, when h is not a lock's: an unknown kind, no
 // token, or fields the kind needs missing or out of range.
 func (c *Client) RestoreHandle(h Handle) (*Lock, error) {

@@ -232,7 +232,11 @@ func (wk *worker) acquire(ctx context.Context, o op) {
 		}
 		sleep(context.Background(), time.Duration(wk.rng.Intn(100))*time.Millisecond)
 	}
-	if o.kind != "election" && wk.rng.Intn(6) == 0 {
+	if o.kind != "election" && !h.extendFailed && wk.rng.Intn(6) == 0 {
+		// Not after a failed extension: its commands may land after the
+		// new holder's extension and end the key sooner than the new
+		// holder's validity says (docs/kinds.md, "Handing a lock to
+		// another process"; seed 534100211 found it).
 		l = wk.handOver(o, l, h)
 	}
 	h.finish(wk, l, o.counter, o.fenced)
@@ -283,6 +287,9 @@ type holding struct {
 	fence  uint64
 	read   map[string]int64 // the counters read when the hold began
 	ctxEnd time.Time        // a leader's: when its lock's context ended (under w.mu)
+	// extendFailed: an extension of the lock failed; its commands may
+	// still land on nodes (a stalled client's come late).
+	extendFailed bool
 }
 
 // realUntil is when l's validity ends (Until) in real time, also when
@@ -354,6 +361,7 @@ func tokenTail(t string) string {
 // after a failure that proves nothing the validity it had stands.
 func (h *holding) notExtended(wk *worker, l *redlock.Lock, err error) {
 	w := wk.w
+	h.extendFailed = true
 	h.end = min(h.end, wk.realUntil(l))
 	w.trace.add(w.now(), fmt.Sprintf("%s extend %s %v: %v (held until %v)", wk.name, h.o.kind, h.keys, shortErr(err), h.end))
 }
