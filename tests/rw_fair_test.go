@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -162,48 +160,9 @@ func assertNoError(t *testing.T, err error) bool {
 // queue does, and the correct writer is in within three of the slow
 // Client's holds from when its first round was refused.
 func TestRWLock_aWriterWithASlowClockDoesNotStarveAnother(t *testing.T) {
-	e := newEnv(t, 5)
 	name := newKey(t)
-	ctx := ctxT(t, time.Minute)
-	slow := e.client(redlock.WithClock(offsetClock{clock.Real(), -time.Hour})).RWLock(name)
-	var holds atomic.Int64
-	queuedAt := atomic.Int64{} // holds when the correct call's first round was refused; -1 before
-	queuedAt.Store(-1)
-	fair := e.client(redlock.WithObserver(onRefusal(func() { queuedAt.CompareAndSwap(-1, holds.Load()) }))).RWLock(name)
-
-	const most = 300 // each slow writer's acquisitions, at most
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	loop := func() {
-		defer wg.Done()
-		for range most {
-			if stop.Load() {
-				return
-			}
-			l, err := slow.Lock(ctx, 10*time.Second)
-			if !assert.NoError(t, err, "the slow Client's Lock") {
-				return
-			}
-			holds.Add(1)
-			time.Sleep(2 * time.Millisecond)
-			if !assert.NoError(t, l.Unlock(ctx)) {
-				return
-			}
-		}
-	}
-	wg.Add(2)
-	go loop()
-	go loop()
-	defer func() {
-		stop.Store(true)
-		wg.Wait()
-	}()
-	require.Eventually(t, func() bool { return holds.Load() >= 4 }, 10*time.Second, time.Millisecond, "the slow Client takes the lock")
-
-	l, err := fair.Lock(ctx, 10*time.Second)
-	served := max(holds.Load()-queuedAt.Load(), 0) // none when its first round took the lock
-	require.NoError(t, err)
-	require.NoError(t, l.Unlock(ctx))
-	t.Logf("served after %d of the slow Client's holds", served)
+	served := servedBehindASlowClock(t, newEnv(t, 5), func(c *redlock.Client) takeFunc {
+		return c.RWLock(name).Lock
+	})
 	require.LessOrEqual(t, served, int64(3), "the slow Client's writers went ahead of the waiter")
 }

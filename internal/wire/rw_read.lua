@@ -1,4 +1,4 @@
--- Read-write lock, a reader. Phase-fair: while no writer waits, readers
+-- Read-write lock, a reader (rw_queue.lua comes first). Phase-fair: while no writer waits, readers
 -- share the lock freely; once a writer waits, new readers wait behind it,
 -- and when a writer releases, the readers that waited since before that
 -- release go in together (the readers' turn) before the next writer.
@@ -25,16 +25,8 @@ if m and m ~= marker then
 end
 local t = redis.call("TIME")
 local now = t[1] * 1000000 + t[2]
--- prune drops the places that lapsed (a bounded number per call).
-local function prune(set, due)
-	local stale = redis.call("ZRANGEBYSCORE", due, "-inf", now, "LIMIT", 0, 64)
-	if #stale > 0 then
-		redis.call("ZREM", set, unpack(stale))
-		redis.call("ZREM", due, unpack(stale))
-	end
-end
-prune(writers, writersDue)
-prune(waiting, waitingDue)
+prune(writers, writersDue, now)
+prune(waiting, waitingDue, now)
 local function refuse(pttl)
 	if waiter ~= "" and life > 0 then
 		redis.call("ZADD", waiting, "NX", now, waiter)

@@ -1,7 +1,8 @@
--- Read-write lock, a writer (place.lua comes first). Phase-fair: a writer takes the lock while no
--- writer holds it, no live reader is in, no reader whose turn it is still
--- waits (the readers that waited since before the last writer's release
--- go first), and no waiting writer goes before it. Waiting writers queue
+-- Read-write lock, a writer (place.lua and rw_queue.lua come first).
+-- Phase-fair: a writer takes the lock while no writer holds it, no live
+-- reader is in, no reader whose turn it is still waits (the readers that
+-- waited since before the last writer's release go first), and no waiting
+-- writer goes before it. Waiting writers queue
 -- by a priority their Client gives them (when they began to wait), the
 -- same on every node, so that the nodes agree on which goes next (a node
 -- places by its own clock a writer whose Client's clock is more than a
@@ -34,15 +35,8 @@ if m and m ~= marker then
 end
 local t = redis.call("TIME")
 local now = t[1] * 1000000 + t[2]
-local function prune(set, due)
-	local stale = redis.call("ZRANGEBYSCORE", due, "-inf", now, "LIMIT", 0, 64)
-	if #stale > 0 then
-		redis.call("ZREM", set, unpack(stale))
-		redis.call("ZREM", due, unpack(stale))
-	end
-end
-prune(writers, writersDue)
-prune(waiting, waitingDue)
+prune(writers, writersDue, now)
+prune(waiting, waitingDue, now)
 -- A waiting writer takes (or keeps) its place before anything else: it
 -- is then counted by every reader that comes after it.
 if waiter ~= "" and life > 0 then

@@ -13,6 +13,8 @@ var (
 	queueSource string
 	//go:embed place.lua
 	placeSource string
+	//go:embed rw_queue.lua
+	rwQueueSource string
 	//go:embed acquire.lua
 	acquireSource string
 	//go:embed give_up.lua
@@ -103,9 +105,9 @@ var (
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
 	// RWRead joins a read-write lock's readers (RWKeys' 8 keys).
-	RWRead = pool.NewScript(8, rwReadSource)
+	RWRead = pool.NewScript(8, rwQueueSource+rwReadSource)
 	// RWWrite takes a read-write lock for a writer (RWKeys' 8 keys).
-	RWWrite = pool.NewScript(8, placeSource+rwWriteSource)
+	RWWrite = pool.NewScript(8, placeSource+rwQueueSource+rwWriteSource)
 	// RWExtend extends a read-write lock's writer or a live reader
 	// (RWKeys' 8 keys).
 	RWExtend = pool.NewScript(8, rwExtendSource)
@@ -156,8 +158,8 @@ var Scripts = []ScriptInfo{
 	{"multi_release", MultiRelease, multiReleaseSource},
 	{"sem_acquire", SemAcquire, placeSource + semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
-	{"rw_read", RWRead, rwReadSource},
-	{"rw_write", RWWrite, placeSource + rwWriteSource},
+	{"rw_read", RWRead, rwQueueSource + rwReadSource},
+	{"rw_write", RWWrite, placeSource + rwQueueSource + rwWriteSource},
 	{"rw_extend", RWExtend, rwExtendSource},
 	{"rw_release", RWRelease, rwReleaseSource},
 	{"leader_write", LeaderWrite, leaderWriteSource},
