@@ -473,13 +473,7 @@ func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, chec
 func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.Duration) (nodeFacts, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	go func() { // Close does not wait for a check of a stalled node
-		select {
-		case <-c.bg.closing():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	c.cancelOnClose(ctx, cancel) // Close does not wait for a check of a stalled node
 	var err error
 	retried := false
 	for range 3 {
@@ -522,6 +516,18 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 		// again on the connection in use now.
 	}
 	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
+}
+
+// cancelOnClose calls cancel, which ends ctx, when the Client closes
+// first.
+func (c *Client) cancelOnClose(ctx context.Context, cancel context.CancelFunc) {
+	go func() {
+		select {
+		case <-c.bg.closing():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // firstConnection reports whether a check of node i that began at

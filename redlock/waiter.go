@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/redlock/clock"
 	"github.com/quorumlock/redlock/internal/wire"
 )
 
@@ -408,50 +409,15 @@ func (w *waiter) pause(qe *QuorumError, failures int) (time.Duration, bool) {
 func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly bool, floor time.Duration) (woken bool, err error) {
 	c, clk := w.c, w.c.cfg.clock
 	start := clk.Now()
-	end, earliest := start.Add(d), start.Add(min(floor, d))
-	t := clk.NewTimer(d)
-	defer func() { t.Stop() }()
-	graced := false
-	// wakeAt ends the wait at when (woken), or at once when it has come.
-	wakeAt := func(when time.Time) bool {
-		left := when.Sub(clk.Now())
-		if left <= 0 {
-			return true
-		}
-		if left < end.Sub(clk.Now()) {
-			t.Stop()
-			t = clk.NewTimer(left)
-		}
-		woken = true
-		return false
-	}
+	s := &slumber{clk: clk, end: start.Add(d), earliest: start.Add(min(floor, d)), t: clk.NewTimer(d)}
+	defer func() { s.t.Stop() }()
 	for {
 		select {
-		case <-t.C():
-			return woken, nil
+		case <-s.t.C():
+			return s.woken, nil
 		case <-w.wake:
-			h, others, _ := w.handoffs()
-			n := w.announced(namedOnly)
-			// A quorum handed the key to w: it holds it. A node that keeps
-			// the key for w (a reservation) names it: go, the release
-			// reached the other nodes at about the same time.
-			if h >= c.quorum || w.announced(true) > 0 || w.backNew.Swap(false) {
+			if w.wakes(s, need, namedOnly) {
 				return true, nil
-			}
-			if n >= need {
-				if wakeAt(earliest) {
-					return true, nil
-				}
-				continue
-			}
-			// Hand-offs from some nodes: the others' are likely on their
-			// way, and after the grace period a round takes what was
-			// handed over.
-			if (n > 0 || others > 0) && !graced {
-				graced = true
-				if wakeAt(maxTime(clk.Now().Add(c.grace()), earliest)) {
-					return true, nil
-				}
 			}
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -459,6 +425,54 @@ func (w *waiter) await(ctx context.Context, d time.Duration, need int, namedOnly
 			return false, ErrClosed
 		}
 	}
+}
+
+// slumber is one await: its timer, when it ends, the earliest an
+// anonymous release may end it, whether a grace period began, and
+// whether an announcement set the timer (woken).
+type slumber struct {
+	clk           clock.Clock
+	t             clock.Timer
+	end, earliest time.Time
+	graced, woken bool
+}
+
+// at ends the slumber at when (woken), at once when that has come: it
+// reports whether it has; otherwise it sets the timer for it (never past
+// the end).
+func (s *slumber) at(when time.Time) bool {
+	left := when.Sub(s.clk.Now())
+	if left <= 0 {
+		return true
+	}
+	if left < s.end.Sub(s.clk.Now()) {
+		s.t.Stop()
+		s.t = s.clk.NewTimer(left)
+	}
+	s.woken = true
+	return false
+}
+
+// wakes reads what the nodes announced to w during its slumber s, and
+// reports whether w asks again now. A quorum handed the key to w: it
+// holds it. A node that keeps the key for w (a reservation) names it: go,
+// the release reached the other nodes at about the same time. need
+// refusing nodes that announced a release end it (no sooner than the
+// floor); fewer, after a grace period: the others' announcements are
+// likely on their way, and a round then takes what was handed over.
+func (w *waiter) wakes(s *slumber, need int, namedOnly bool) bool {
+	h, others, _ := w.handoffs()
+	n := w.announced(namedOnly)
+	switch {
+	case h >= w.c.quorum || w.announced(true) > 0 || w.backNew.Swap(false):
+		return true
+	case n >= need:
+		return s.at(s.earliest)
+	case (n > 0 || others > 0) && !s.graced:
+		s.graced = true
+		return s.at(maxTime(s.clk.Now().Add(w.c.grace()), s.earliest))
+	}
+	return false
 }
 
 // maxTime is the later of a and b.
