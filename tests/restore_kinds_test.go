@@ -162,6 +162,7 @@ func holdersTTL[T any](in T, err error, holders func(T) []redlock.Hold) (time.Du
 // releases as the original: the Client that waits for what it holds gets
 // it at once, long before the TTL would have freed it.
 func TestRestoreHandle_everyKindExtendsAndReleasesAsTheOriginal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	for name, tc := range restoreCases {
 		t.Run(name, func(t *testing.T) {
@@ -221,6 +222,7 @@ func TestRestoreHandle_everyKindExtendsAndReleasesAsTheOriginal(t *testing.T) {
 // it is missing, as the leader's own extensions do: Leader names the
 // restored leader with its value and term.
 func TestRestoreHandle_leadershipRepairsTheRecord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	ctx := ctxT(t, 30*time.Second)
 	owner, heir := e.client(), e.client()
@@ -255,6 +257,7 @@ func TestRestoreHandle_leadershipRepairsTheRecord(t *testing.T) {
 // A handle that is no lock's is refused before any node is asked, with an
 // error that says what is wrong.
 func TestRestoreHandle_refusesHandlesOfNoLock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 3)
 	c := e.client()
 	for name, tc := range map[string]struct {

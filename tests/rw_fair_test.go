@@ -70,6 +70,7 @@ func rwTurns(t *testing.T, e *env, readers, writers int, d time.Duration) (reads
 // readers that waited go in before the next writer), and writers go on
 // getting in.
 func TestRWLock_readersAreNotStarvedByAStreamOfWriters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	reads, writes := rwTurns(t, e, 6, 2, 3*time.Second)
 	perReader, perWriter := float64(reads)/6, float64(writes)/2
@@ -80,6 +81,7 @@ func TestRWLock_readersAreNotStarvedByAStreamOfWriters(t *testing.T) {
 
 // Six writers and two readers: neither side is shut out.
 func TestRWLock_neitherSideStarvesWhenWritersAreMany(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	reads, writes := rwTurns(t, e, 2, 6, 3*time.Second)
 	perReader, perWriter := float64(reads)/2, float64(writes)/6
@@ -93,6 +95,7 @@ func TestRWLock_neitherSideStarvesWhenWritersAreMany(t *testing.T) {
 // to wait: every node orders them alike, so they do not split the nodes
 // between them.
 func TestRWLock_waitingWritersGoInTheOrderTheyBeganToWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 5)
 	name := newKey(t)
 	ctx := ctxT(t, 30*time.Second)

@@ -107,6 +107,7 @@ func servedBehindASlowClock(t *testing.T, e *env, take func(c *redlock.Client) t
 // its place on its later rounds, and the calls before it count against
 // it by their places, not by the priorities their Clients sent.
 func TestScripts_aSemaphoreDoesNotTrustAClientClockASecondOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 1)
 	conn := dialNode(t, e.nodes[0])
 	acquire := script(wire.SemAcquire, -1)
