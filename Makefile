@@ -10,20 +10,11 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test fmt vet lint bench check-modules test-adapters-minimum test-adapters-newest test-valkey script-cost sim-mutants
 
-# The core module's tests and the nested modules' run side by side, in
-# two lanes (most of their time is spent waiting on their nodes): the
-# nested modules one after another, their output printed once the core's
-# is.
 test: fmt vet lint
-	@nested=$$(mktemp); \
-	( for m in $(filter-out ./,$(MODULES)); do \
+	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
-	done ) >"$$nested" 2>&1 & lane=$$!; \
-	echo "== go test ./"; \
-	REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 10m ./...; status=$$?; \
-	wait $$lane || status=1; \
-	cat "$$nested"; rm -f "$$nested"; exit $$status
+	done
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
