@@ -17,51 +17,32 @@ import (
 
 // rwTurns runs readers and writers, each on a Client of its own, taking
 // one read-write lock again as soon as they have released it (holds of
-// 1-4ms), for d; it returns each side's acquisitions. Every loop is
-// bounded in count and by d; the holds' randomness prints its seed.
+// 1-4ms), for d, with hammer (which then asks every one for one more
+// turn); it returns each side's acquisitions. The holds' randomness
+// prints its seed.
 func rwTurns(t *testing.T, e *env, readers, writers int, d time.Duration) (reads, writes int64) {
 	t.Helper()
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	name := newKey(t)
 	var nReads, nWrites atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, readers+writers)
-	for w := range readers + writers {
-		reader := w < readers
+	hammer(t, readers+writers, d, nil, func(w int) func(ctx context.Context) error {
 		rw := e.client().RWLock(name)
 		rng := rand.New(rand.NewPCG(seed, uint64(w)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 20000 {
-				take, n := rw.Lock, &nWrites
-				if reader {
-					take, n = rw.RLock, &nReads
-				}
-				l, err := take(ctx, longTTL)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				n.Add(1)
-				time.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
-				if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
-					errs <- err
-					return
-				}
+		take, n := rw.Lock, &nWrites
+		if w < readers {
+			take, n = rw.RLock, &nReads
+		}
+		return func(ctx context.Context) error {
+			l, err := take(ctx, longTTL)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+			n.Add(1)
+			time.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
+			return l.Unlock(context.WithoutCancel(ctx))
+		}
+	})
 	return nReads.Load(), nWrites.Load()
 }
 
