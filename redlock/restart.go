@@ -277,7 +277,7 @@ func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 		return false, nil
 	}
 	v := c.rs.views[i].Load()
-	if v == nil || v.marking || gen > v.gen {
+	for v == nil || v.marking || gen > v.gen {
 		// Not checked, being marked, or checked on an older connection
 		// than the reply's: a check that runs now sees the reply's
 		// process (while no connection was opened since the reply).
@@ -286,6 +286,12 @@ func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 		}
 		if c.checkUnderWay(i) {
 			return true, c.uncheckedWaiting(i)
+		}
+		// A check that ended between the look and now (the one just
+		// started may have) changed the view: look again.
+		if now := c.rs.views[i].Load(); now != v {
+			v, start = now, false
+			continue
 		}
 		return false, c.unchecked(i)
 	}
@@ -473,7 +479,7 @@ func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, chec
 func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.Duration) (nodeFacts, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	c.cancelOnClose(ctx, cancel) // Close does not wait for a check of a stalled node
+	c.cancelOnClose(ctx, cancel)
 	var err error
 	retried := false
 	for range 3 {
@@ -518,12 +524,23 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
 }
 
-// cancelOnClose calls cancel, which ends ctx, when the Client closes
-// first.
+// cancelOnClose calls cancel, which ends a check's ctx, once the Client
+// has been closing for the node timeout. A check under way when Close is
+// called is given that long to end: the mark it may be writing lands, so
+// that a Client closed right after its first lock on a new deployment
+// does not leave a node unmarked, which every other Client would then
+// wait out for the maximum TTL. Close waits no longer for a stalled node.
 func (c *Client) cancelOnClose(ctx context.Context, cancel context.CancelFunc) {
 	go func() {
 		select {
 		case <-c.bg.closing():
+		case <-ctx.Done():
+			return
+		}
+		t := c.cfg.clock.NewTimer(c.cfg.nodeTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C():
 			cancel()
 		case <-ctx.Done():
 		}
@@ -624,7 +641,9 @@ func (c *Client) checkAll(ctx context.Context) {
 	}
 	_ = g.Wait()
 	if late := n - len(got); late > 0 {
-		c.bg.goTracked(func() {
+		// Held, not tracked: checkAll runs as background work, and the
+		// late answers are adopted (and marked) even after Close.
+		c.bg.goHeld(func() {
 			for range late {
 				adopt(<-answers)
 			}
