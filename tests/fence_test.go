@@ -335,6 +335,10 @@ func TestFence_aNodeWithACounterBeyondTheLargestFenceFailsAlone(t *testing.T) {
 	require.ErrorContains(t, err, e.addrs[0])
 	require.ErrorContains(t, err, `fence counter "`+huge+`" is above`)
 	n := calls(t, e.nodes[0], "evalsha") + calls(t, e.nodes[0], "eval")
-	require.LessOrEqual(t, n, 48, "script calls on node 0 while Lock waited 2s")
+	// The back-off at its shortest (half of 10ms, doubling up to half of
+	// 250ms) fits 21 rounds in 2s: 42 calls; 32 to 38 are usual, and a
+	// loaded CI machine counted 51 (releases that land late, or are sent
+	// again, add some). An unpaced loop makes thousands.
+	require.LessOrEqual(t, n, 64, "script calls on node 0 while Lock waited 2s")
 	awaitAbsent(t, e.nodes, key)
 }
