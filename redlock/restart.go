@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,10 +96,11 @@ const checkPatience = 5 * time.Second
 
 // nodeView is what the Client knows of one node's process.
 type nodeView struct {
-	gen   uint64    // the connection generation the check was made on
-	subs  uint64    // restarts.subs when the check began: pub/sub connections opened up to it talk to the checked process
-	runID string    // the process's run id
-	from  time.Time // when the node can be counted; zero: now
+	gen     uint64    // the connection generation the check was made on
+	subs    uint64    // restarts.subs when the check began: pub/sub connections opened up to it talk to the checked process
+	runID   string    // the process's run id
+	lineage string    // its dataset's replication id
+	from    time.Time // when the node can be counted; zero: now
 	// marking: the node is counted once this Client has marked it.
 	marking bool
 	why     string // while from is ahead: what the check found
@@ -169,6 +171,23 @@ func (c *Client) suspect(i int) {
 	if g, ok := c.rs.gens[i].(*suspectGen); ok {
 		g.n.Add(1)
 	}
+}
+
+// roleChanged notes that node i answered as a replica does (READONLY):
+// its role changed since it was checked. Promoted again, it would grant
+// from another dataset on the same connection, so its next grant counts
+// only after a new check (which fails while it is a replica).
+func (c *Client) roleChanged(i int) {
+	if c.cfg.maxTTL > 0 {
+		c.rs.views[i].Store(nil)
+		c.suspect(i)
+	}
+}
+
+// isReadOnly reports a node's READONLY error reply: it is a replica.
+func isReadOnly(err error) bool {
+	var re pool.ReplyError
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "READONLY")
 }
 
 // maxTTL is the longest TTL a forgotten lock can have: WithRestartSafety, or a
@@ -309,8 +328,8 @@ func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 	}
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
-	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, subs: v.subs}) {
-		c.bg.goTracked(func() { c.mark(i, v.runID) })
+	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, lineage: v.lineage, subs: v.subs}) {
+		c.bg.goTracked(func() { c.mark(i, v.runID, v.lineage) })
 	}
 	return false, nil
 }
@@ -442,12 +461,14 @@ func (e *restartedError) Unwrap() error { return ErrNodeRestarted }
 
 // nodeFacts is a node's answer to the restart check.
 type nodeFacts struct {
-	runID  string
-	uptime time.Duration // at most the true uptime (uptimeFloor)
-	marker string        // "" when the node has none
-	gen    uint64
-	subs   uint64    // restarts.subs when the check began
-	at     time.Time // when the answer came, on the Client's clock
+	runID   string
+	lineage string        // the dataset's replication id
+	uptime  time.Duration // at most the true uptime (uptimeFloor), or the time since a copied dataset was first seen
+	copied  bool          // the dataset came from another process or lineage (uptime is since it was first seen)
+	marker  string        // the run id when marked; "~": another process's or lineage's marker; "": none
+	gen     uint64
+	subs    uint64    // restarts.subs when the check began
+	at      time.Time // when the answer came, on the Client's clock
 }
 
 // checkFailed notes why node i's restart check failed, err, and returns
@@ -571,18 +592,17 @@ func uptimeFloor(up int64) time.Duration {
 
 // parseFacts reads {run id, uptime, marker}.
 func parseFacts(reply any) (nodeFacts, error) {
-	vs, ok := reply.([]any)
-	if !ok || len(vs) < 2 || len(vs) > 3 {
-		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
+	w, err := wire.ParseNodeCheck(reply)
+	if err != nil {
+		return nodeFacts{}, err
 	}
-	id, ok1 := wire.String(vs[0])
-	up, ok2 := vs[1].(int64)
-	if !ok1 || !ok2 || id == "" || up < 0 {
-		return nodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
-	}
-	f := nodeFacts{runID: id, uptime: uptimeFloor(up)}
-	if len(vs) == 3 {
-		f.marker, _ = wire.String(vs[2])
+	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage}
+	if w.Sighted >= 0 {
+		// A dataset that came from elsewhere (a promoted replica, a
+		// restart from a snapshot): what it missed is counted from when
+		// it was first seen so, which a process's start may long precede.
+		f.uptime = min(f.uptime, uptimeFloor(w.Sighted))
+		f.copied = true
 	}
 	return f, nil
 }
@@ -628,7 +648,7 @@ func (c *Client) checkAll(ctx context.Context) {
 	}
 	adopt := func(a answer) {
 		if a.err == nil && c.adopt(a.i, a.f, fresh) {
-			c.mark(a.i, a.f.runID)
+			c.mark(a.i, a.f.runID, a.f.lineage)
 		}
 		c.rs.checking[a.i].Store(false)
 		c.checkEnded()
@@ -734,17 +754,18 @@ func (c *Client) freshBeingMarked(got []answer) bool {
 	return unmarked
 }
 
-// mark stores node i's run id as its marker, when the node still runs
-// that process. A node that waits to be marked (a new deployment's) is
-// counted once its marker is in place, or checked again if that failed.
-func (c *Client) mark(i int, runID string) {
+// mark stores node i's run id and lineage as its marker, when the node
+// still runs that process on that lineage. A node that waits to be marked
+// (a new deployment's) is counted once its marker is in place, or checked
+// again if that failed.
+func (c *Client) mark(i int, runID, lineage string) {
 	v := c.rs.views[i].Load()
-	f, err := c.checkNode(context.Background(), i, runID, c.checkBound())
+	f, err := c.checkNode(context.Background(), i, wire.MarkerOf(runID, lineage), c.checkBound())
 	if v == nil || !v.marking {
 		return // counted already
 	}
-	if err == nil && f.runID == runID && f.marker == runID {
-		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID, subs: f.subs})
+	if err == nil && f.runID == runID && f.lineage == lineage && f.marker == runID {
+		c.rs.views[i].CompareAndSwap(v, &nodeView{gen: f.gen, runID: runID, lineage: lineage, subs: f.subs})
 	} else {
 		c.rs.views[i].CompareAndSwap(v, nil) // checked again at its next reply
 	}
@@ -774,7 +795,7 @@ func (c *Client) recheck(i int) {
 	if !c.bg.goTracked(func() {
 		f, err := c.checkNode(context.Background(), i, "", c.checkBound())
 		if err == nil && c.adopt(i, f, false) {
-			c.mark(i, f.runID)
+			c.mark(i, f.runID, f.lineage)
 		}
 		// Done before the poke: a waiter it wakes that still needs a check
 		// (a hand-off heard on a pub/sub connection opened after this check
@@ -792,11 +813,11 @@ func (c *Client) recheck(i int) {
 // adopt turns node i's check into the Client's view of it; fresh says
 // the deployment is new. It reports whether the node is to be marked.
 func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
-	v := &nodeView{gen: f.gen, runID: f.runID, subs: f.subs}
+	v := &nodeView{gen: f.gen, runID: f.runID, lineage: f.lineage, subs: f.subs}
 	old := c.rs.views[i].Load()
 	// A node that came back under a new run id lost what it had since its
 	// last snapshot, unless it keeps every write (WithDurableNodes).
-	restarted := (old != nil && old.runID != f.runID || f.marker != "" && f.marker != f.runID) &&
+	restarted := (old != nil && (old.runID != f.runID || old.lineage != f.lineage) || f.marker != "" && f.marker != f.runID) &&
 		!(c.cfg.durable && f.marker != "")
 	switch {
 	case f.marker == f.runID && !c.markedTooSoon(old, f):
@@ -809,6 +830,8 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 			switch {
 			case f.marker == f.runID:
 				v.why = fmt.Sprintf("up for %v under a new run id, marked by Clients whose maximum TTL is shorter than this Client's longest (%v)", f.uptime, c.maxTTL())
+			case f.copied:
+				v.why = fmt.Sprintf("its data came from another process or lineage (a restart from a snapshot or an append-only file under a new run id, not declared durable, or a replica promoted), first seen so %v ago", f.uptime)
 			case f.marker != "":
 				v.why = fmt.Sprintf("up for %v under a new run id (restored from a snapshot or an append-only file, not declared durable)", f.uptime)
 			}

@@ -110,6 +110,8 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	if err != nil {
 		if !replied(err) {
 			r.c.suspect(nc.i) // the pool may reconnect (restart.go)
+		} else if isReadOnly(err) {
+			r.c.roleChanged(nc.i)
 		}
 		err = explainDenied(err)
 	}

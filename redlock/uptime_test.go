@@ -18,11 +18,15 @@ import (
 // restarted empty up to a second before the maximum TTL has passed.
 func TestParseFacts_uptimeIsTheLeastTheReportAllows(t *testing.T) {
 	for up, want := range map[int64]time.Duration{0: 0, 1: 0, 2: time.Second, 60: 59 * time.Second} {
-		f, err := parseFacts([]any{[]byte("0123abcd"), up, []byte("0123abcd")})
+		f, err := parseFacts([]any{[]byte("0123abcd"), up, []byte("0123abcd"), []byte("feed01"), int64(-1)})
 		require.NoError(t, err)
 		require.Equal(t, want, f.uptime, "reported %ds", up)
 	}
 }
+
+// markedReply is the restart check's answer of a node marked with its own
+// run id and lineage, up for 100s.
+var markedReply = []any{[]byte("0123abcd"), int64(100), []byte("0123abcd"), []byte("feed01"), int64(-1)}
 
 // brokenOncePool answers the restart check like a node, except that its
 // first call fails as a connection that broke does (no reply from the
@@ -37,7 +41,7 @@ func (p *brokenOncePool) Eval(context.Context, *pool.Script, ...any) (any, error
 	if p.calls.Add(1) == 1 {
 		return nil, &pool.NodeError{Addr: p.Addr(), Op: "EVALSHA", Err: io.EOF}
 	}
-	return []any{[]byte("0123abcd"), int64(100), []byte("0123abcd")}, nil
+	return markedReply, nil
 }
 
 // A restart check that fails on a broken connection asks once more: the
@@ -70,7 +74,7 @@ func (p *dialingPool) Generation() uint64 { return p.gen.Load() }
 func (p *dialingPool) Eval(context.Context, *pool.Script, ...any) (any, error) {
 	p.calls.Add(1)
 	p.gen.Add(p.by)
-	return []any{[]byte("0123abcd"), int64(100), []byte("0123abcd")}, nil
+	return markedReply, nil
 }
 
 // A check on a pool that had no connection and opened exactly one ran on

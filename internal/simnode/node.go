@@ -43,6 +43,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -105,6 +106,8 @@ type Stats struct {
 type incarnation struct {
 	e       *engine
 	runID   string
+	replid  string    // master_replid: this process's
+	replid2 string    // master_replid2: the saved dataset's, or zeros
 	started time.Time // on the node's clock
 }
 
@@ -176,6 +179,9 @@ func (n *Node) start(d Data) {
 	n.starts++
 	now := n.clk.at(time.Now())
 	inc := &incarnation{runID: runID(n.addr, n.starts), started: now}
+	// As Redis does, a process takes a new replication id, and one that
+	// loaded a dataset keeps the id it was saved under as its second.
+	inc.replid, inc.replid2 = inc.runID, strings.Repeat("0", 40)
 	var load snapshot
 	switch d {
 	case Kept:
@@ -183,10 +189,13 @@ func (n *Node) start(d Data) {
 	case Saved:
 		load = n.saved
 	}
+	if d != Empty && n.inc != nil {
+		inc.replid2 = n.inc.replid
+	}
 	n.kept = nil
 	n.mu.Unlock()
 
-	inc.e = newEngine(func() string { return n.infoServer(inc) }, n.now, load.restore(now))
+	inc.e = newEngine(func(section string) string { return n.info(inc, section) }, n.now, load.restore(now))
 
 	n.mu.Lock()
 	n.inc = inc
@@ -194,8 +203,19 @@ func (n *Node) start(d Data) {
 	n.mu.Unlock()
 }
 
-// infoServer is the node's answer to INFO server: the fields the lock
-// client reads.
+// info is the node's answer to INFO section ("server" or
+// "replication"; "" for any other): the fields the lock client reads.
+func (n *Node) info(inc *incarnation, section string) string {
+	switch section {
+	case "server":
+		return n.infoServer(inc)
+	case "replication":
+		return fmt.Sprintf("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n", inc.replid, inc.replid2)
+	}
+	return ""
+}
+
+// infoServer is the node's answer to INFO server.
 func (n *Node) infoServer(inc *incarnation) string {
 	n.mu.Lock()
 	up := n.clk.at(time.Now()).Sub(inc.started)

@@ -28,8 +28,8 @@ import (
 // set none); the commands are the ones the library and a test's
 // inspection use (commands), each answering as Redis does; one database.
 type engine struct {
-	info func() string    // the INFO server section
-	now  func() time.Time // the node's time
+	info func(section string) string // an INFO section, lower-case
+	now  func() time.Time            // the node's time
 
 	mu sync.Mutex // one command at a time; everything below is under it
 	st *store
@@ -62,7 +62,7 @@ type conn struct {
 	w   *bufio.Writer
 }
 
-func newEngine(info func() string, now func() time.Time, st *store) *engine {
+func newEngine(info func(section string) string, now func() time.Time, st *store) *engine {
 	e := &engine{info: info, now: now, st: st, sources: map[string]string{}, subs: map[string]map[*conn]bool{}}
 	e.l = lua.NewState(lua.Options{SkipOpenLibs: true})
 	for _, lib := range []struct {
@@ -212,10 +212,10 @@ func (e *engine) do(c *conn, args []string) any {
 		nanos := e.st.now.UnixNano()
 		return []any{strconv.FormatInt(nanos/1e9, 10), strconv.FormatInt(nanos/1e3%1e6, 10)}
 	case "INFO":
-		if len(args) == 1 || strings.EqualFold(args[1], "server") || strings.EqualFold(args[1], "all") || strings.EqualFold(args[1], "default") {
-			return e.info()
+		if len(args) == 1 || strings.EqualFold(args[1], "all") || strings.EqualFold(args[1], "default") {
+			return e.info("server") + "\r\n" + e.info("replication")
 		}
-		return ""
+		return e.info(strings.ToLower(args[1]))
 	case "SELECT":
 		if args[1] != "0" {
 			return errorReply("ERR simnode: only database 0 is simulated")

@@ -33,7 +33,7 @@ func TestStore_answersAsMiniredisDoes(t *testing.T) {
 	}
 	_ = c.Close()
 	defer m.Close()
-	e := newEngine(func() string { return "" }, func() time.Time { return now }, newStore())
+	e := newEngine(func(string) string { return "" }, func() time.Time { return now }, newStore())
 	cn := e.newConn(bufio.NewWriter(io.Discard))
 
 	keys := []string{"s", "t", "h", "z", "none"}

@@ -120,7 +120,8 @@ func FenceStoreArgs(key string, fence uint64) []any {
 }
 
 // NodeCheckArgs are the restart check's keys and arguments: mark is the
-// run id to mark the node with, if it is the node's, "" for none.
+// marker to write (MarkerOf), if it names the node's process and
+// lineage, "" for none.
 func NodeCheckArgs(mark string) []any {
 	return []any{MarkerKey, mark}
 }

@@ -192,31 +192,34 @@ func ParseInspect(reply any) (Inspection, error) {
 	return in, nil
 }
 
-// NodeFacts is a node's answer to the restart check.
+// NodeFacts is a node's answer to the restart check (node.lua).
 type NodeFacts struct {
-	RunID  string
-	Uptime int64  // uptime_in_seconds as INFO says
-	Marker string // "" when the node has none
+	RunID   string
+	Uptime  int64  // uptime_in_seconds as INFO says
+	Marked  string // the run id when marked; "~": another process's or lineage's marker; "": none
+	Lineage string // the dataset's replication id (master_replid)
+	Sighted int64  // -1, or the seconds since this process and lineage were first seen unmarked
 }
 
-// ParseNodeCheck reads {run id, uptime, marker}; the marker may be
-// missing.
+// ParseNodeCheck reads {run id, uptime, marked, replication id, sighted}.
 func ParseNodeCheck(reply any) (NodeFacts, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) < 2 || len(vs) > 3 {
+	if !ok || len(vs) != 5 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
 	id, ok1 := String(vs[0])
 	up, ok2 := vs[1].(int64)
-	if !ok1 || !ok2 || id == "" || up < 0 {
+	marked, ok3 := String(vs[2])
+	lineage, ok4 := String(vs[3])
+	sighted, ok5 := vs[4].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || id == "" || up < 0 || lineage == "" || sighted < -1 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	f := NodeFacts{RunID: id, Uptime: up}
-	if len(vs) == 3 {
-		f.Marker, _ = String(vs[2])
-	}
-	return f, nil
+	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted}, nil
 }
+
+// MarkerOf is the marker that names a node's process and lineage.
+func MarkerOf(runID, lineage string) string { return runID + " " + lineage }
 
 // Announcement is a release's message on a key's channels: "" when the
 // key was left free for anyone; "<waiter id>" when it is kept for that
