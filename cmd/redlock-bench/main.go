@@ -235,6 +235,9 @@ import (
 )
 
 func main() {
+	if spinFromEnv() {
+		return // a helper of -busy
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -24,6 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spinFromEnv() {
+		return // a helper of -busy, started by a test
+	}
 	goleak.VerifyTestMain(m)
 }
 
