@@ -69,7 +69,11 @@ func writeFreshReport(w io.Writer, cfg config, ns *nodes, res *freshResult) {
 	fmt.Fprintf(w, "mode      fresh: %s at once per burst, each new, on pools of its own (%s), a key each, ttl %v; up to %s, %s, then Unlock; %s\n",
 		plural(cfg.clients, "client"), cfg.poolKinds()[0], cfg.ttl, plural(cfg.tries, "TryLock"), pause, bursts)
 	if cfg.busy > 0 {
-		fmt.Fprintf(w, "busy      %s beside the run (GOMAXPROCS=1, a core each)\n", plural(cfg.busy, "CPU-bound helper process"))
+		procs := "process"
+		if cfg.busy > 1 {
+			procs = "processes"
+		}
+		fmt.Fprintf(w, "busy      %d CPU-bound helper %s beside the run (GOMAXPROCS=1, a core each)\n", cfg.busy, procs)
 	} else {
 		fmt.Fprintln(w, "busy      none")
 	}
