@@ -53,7 +53,7 @@ type freshResult struct {
 	dialFailed    int   // raw connections that failed
 	dialErr       error // the first of those failures
 	bursts        []*freshBurst
-	interrupted   bool // ctx ended before the last burst
+	interrupted   bool // ctx ended during the run
 	leftover      int  // lock keys still on the nodes after every Client closed
 	leftoverKnown bool
 }
@@ -81,7 +81,6 @@ func runFresh(ctx context.Context, cfg config, ns *nodes, stdout, stderr io.Writ
 	var keys []string
 	for i := range cfg.bursts {
 		if ctx.Err() != nil {
-			res.interrupted = true
 			break
 		}
 		b, bkeys, err := runBurst(ctx, cfg, ns, kind, fmt.Sprintf("%sb%d:", prefix, i))
@@ -89,6 +88,9 @@ func runFresh(ctx context.Context, cfg config, ns *nodes, stdout, stderr io.Writ
 			return fmt.Errorf("burst %d: %w", i+1, err)
 		}
 		res.bursts, keys = append(res.bursts, b), append(keys, bkeys...)
+	}
+	if res.interrupted = ctx.Err() != nil; res.interrupted {
+		fmt.Fprintln(stderr, "redlock-bench: interrupted: reporting what was measured so far")
 	}
 	if ns.close != nil {
 		if n, _, err := countKeys(ns.addrs, keys, nil); err == nil {
