@@ -23,6 +23,7 @@ const (
 	modeSemaphore  = "semaphore"  // one worker uncontended, then more workers than permits
 	modeRWLock     = "rwlock"     // readers and writers on one read-write lock
 	modeElection   = "election"   // candidates; each leader dies or resigns in turn
+	modeFresh      = "fresh"      // bursts of new Clients, each taking a key of its own (fresh.go)
 )
 
 // modes lists the values of -mode that measure the mutex.
@@ -83,6 +84,11 @@ const (
 	// defaultElectionDuration bounds an election run when -duration is
 	// not given: the run ends after -terms terms, or then.
 	defaultElectionDuration = time.Minute
+	// defaultFreshClients is -clients in fresh mode when not given.
+	defaultFreshClients = 200
+	// defaultTries, defaultPause and defaultBursts are -tries, -pause and
+	// -bursts in fresh mode when not given.
+	defaultTries, defaultPause, defaultBursts = 3, 250 * time.Millisecond, 3
 	// byMode marks a setting whose default depends on the mode; see
 	// config.withDefaults.
 	byMode = -1
@@ -113,6 +119,10 @@ type config struct {
 	readers     int           // rwlock mode: reader workers; byMode: by mode
 	writers     int           // rwlock mode: writer workers; byMode: by mode
 	terms       int           // election mode: successions to measure; 0: by mode
+	tries       int           // fresh mode: TryLocks per Client at most; 0: by mode
+	pause       time.Duration // fresh mode: between two TryLocks of a Client; byMode: by mode
+	bursts      int           // fresh mode: bursts of new Clients; 0: by mode
+	busy        int           // CPU-bound helper processes beside the run (fresh mode)
 }
 
 func defaultConfig() config {
@@ -129,12 +139,13 @@ func defaultConfig() config {
 		backend:     backendAuto,
 		readers:     byMode,
 		writers:     byMode,
+		pause:       byMode,
 	}
 }
 
 // withDefaults fills in the settings whose default depends on others.
 func (c config) withDefaults() config {
-	c = c.kindDefaults()
+	c = c.kindDefaults().freshDefaults()
 	if c.duration == byMode {
 		c.duration = 3 * time.Second
 	}
@@ -228,17 +239,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("redlock-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var addrs string
-	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\" (the mutex), \"semaphore\", \"rwlock\" or \"election\"")
+	fs.StringVar(&cfg.mode, "mode", cfg.mode, "what to measure: \"latency\", \"throughput\", \"contended\" or \"takeover\" (the mutex), \"semaphore\", \"rwlock\" or \"election\", or \"fresh\" (what bursts of new Clients pay for their first locks)")
 	fs.StringVar(&cfg.pool, "client", cfg.pool, "what carries the lock client's commands: \"pipelined\" (pool.New), \"redigo\" (a redigo pool per node, pool.FromRedigo), \"goredis\" (a go-redis client per node, pool/goredis), \"rueidis\" (a rueidis client per node, pool/rueidispool), \"polling\" (a redsync-style polling client instead of the library), \"both\" (pipelined, redigo) or \"all\" (all five)")
 	fs.StringVar(&cfg.pool, "pool", cfg.pool, "the older name of -client (\"plain\" is \"redigo\")")
 	fs.StringVar(&addrs, "addrs", "", "comma-separated `host:port` list of running Redis nodes to use instead of starting local ones")
 	fs.IntVar(&cfg.nodes, "nodes", cfg.nodes, "how many local nodes to start (not with -addrs)")
 	fs.Func("duration", "measure for `duration`, per pool kind and phase (default 3s; in election mode 1m, a bound: the run ends after -terms successions)", durationSetter(&cfg.duration))
 	fs.IntVar(&cfg.workers, "workers", 0, "concurrent workers (default 1 for latency, 32 for throughput, 8 for contended and takeover, twice -permits for semaphore, 3 candidates for election; rwlock: -readers and -writers)")
-	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise)", positiveSetter(&cfg.clients))
+	fs.Func("clients", "spread the workers round-robin over `N` redlock Clients, each with its own connections to every node (default one per worker for contended and takeover, 1 otherwise); fresh mode: the new Clients of each burst (default 200)", positiveSetter(&cfg.clients))
 	fs.Func("ttl", "lock TTL `duration` (default 10s; 100ms for takeover, 500ms for election)", durationSetter(&cfg.ttl))
 	fs.Func("hold", "hold each lock for `duration` before Unlock (default 10ms for contended, takeover, semaphore, rwlock and election (a leader's term), 0 otherwise)", durationSetter(&cfg.hold))
 	kindFlags(fs, &cfg)
+	freshFlags(fs, &cfg)
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cfg.nodeTimeout, "redlock node timeout")
 	fs.BoolVar(&cfg.floor, "floor", false, "also measure the floor in throughput and contended modes (always in latency mode)")
 	fs.IntVar(&cfg.pauseNode, "pause-node", noNode, "pause (SIGSTOP) node `i` (from 0) after -fault-after; only nodes the tool started")
@@ -347,8 +359,8 @@ func usage(fs *flag.FlagSet, nodes int) {
 func (c config) validate() error {
 	d := c.withDefaults()
 	switch {
-	case !slices.Contains(modes, c.mode) && !c.kindMode():
-		return fmt.Errorf("-mode %q: want one of %s", c.mode, strings.Join(append(slices.Clone(modes), kindModes...), ", "))
+	case !slices.Contains(modes, c.mode) && !c.kindMode() && c.mode != modeFresh:
+		return fmt.Errorf("-mode %q: want one of %s, %s", c.mode, strings.Join(append(slices.Clone(modes), kindModes...), ", "), modeFresh)
 	case !slices.Contains(poolValues, c.pool) && c.pool != poolPlainOld:
 		return fmt.Errorf("-client %q: want one of %s", c.pool, strings.Join(poolValues, ", "))
 	case c.nodes < 1:
@@ -378,6 +390,9 @@ func (c config) validate() error {
 		return err
 	}
 	if err := c.validateKind(); err != nil {
+		return err
+	}
+	if err := c.validateFresh(); err != nil {
 		return err
 	}
 	if ext := strings.ToLower(filepath.Ext(c.plot)); c.plot != "" && ext != ".svg" && ext != ".png" {

@@ -111,6 +111,36 @@
 // histograms (1µs to 60s, 3 significant digits), one set per worker,
 // merged at the end.
 //
+// # Fresh Clients
+//
+// -mode fresh measures what a burst of brand-new Clients pays for their
+// first locks, as when many processes start at once. A burst makes
+// -clients Clients (default 200), each on pools of its own (-client:
+// pipelined, redigo, goredis or rueidis; their connections are opened by
+// the first call) with the default options and -node-timeout; once all
+// are made they start at once, and each takes a key of its own (TTL
+// -ttl) with up to -tries TryLocks (default 3), -pause apart (default
+// 250ms; 0: back to back), and Unlocks it once it has it. Then every
+// Client and pool is closed, and the next burst begins: -bursts of them
+// (default 3; -duration does not apply). Before the first burst, one
+// Client of its own takes and releases a lock, unmeasured, so that the
+// nodes are a used deployment (restart markers set, scripts loaded);
+// then the dial floor: -clients × the nodes raw TCP connections opened
+// at once, each sending PING and reading +PONG, the least that opening
+// the Clients' connections costs on this machine, whose p50, p90 and
+// max the report gives beside the node timeout. Per burst, and as the
+// median over the bursts (the lower middle one for an even count), the
+// report gives how many Clients took their key on the first TryLock and
+// within each further one, and the first TryLock's p50 and p99 (taken
+// or not); then the errors by kind and the lock keys left on the nodes.
+// Each TryLock and Unlock is bounded by 1s + twice the node timeout.
+// -busy K (default 0) runs K CPU-bound helper processes beside the run,
+// a core each: the binary itself again, with REDLOCK_BENCH_SPIN_FOR set
+// and GOMAXPROCS=1. They are killed when the run ends, end by themselves
+// after the longest the run can take and a margin, and die with the
+// tool (on Linux by a parent-death signal; elsewhere they see their
+// parent gone). -json, -plot, -floor and faults do not apply.
+//
 // # Clients
 //
 // -clients N spreads the workers round-robin over N redlock Clients, each
@@ -120,7 +150,8 @@
 // throughput modes; N must be from 1 to the number of workers. Every
 // Client and its pools are closed at the end of each run. With -client
 // polling they are N polling clients, each with redigo pools of its own.
-// The report's clients line says how many there were.
+// The report's clients line says how many there were. In fresh mode
+// -clients is the new Clients of each burst, a worker each (default 200).
 //
 // # Clients
 //
@@ -235,6 +266,9 @@ import (
 )
 
 func main() {
+	if spinFromEnv() {
+		return // a helper of -busy
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

@@ -24,6 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spinFromEnv() {
+		return // a helper of -busy, started by a test
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -98,6 +101,10 @@ func testConfig(backend, mode string) config {
 	case modeRWLock:
 		cfg.readers, cfg.writers, cfg.hold = 2, 1, 2*time.Millisecond
 		cfg.duration = 500 * time.Millisecond
+	case modeFresh:
+		// Runs bursts, not -duration; a small one, with short pauses.
+		cfg.duration, cfg.clients, cfg.bursts = byMode, 10, 1
+		cfg.tries, cfg.pause = 2, 10*time.Millisecond
 	case modeElection:
 		// Two deaths, each some 600ms; the duration only bounds the run.
 		// A TTL well above a slow round keeps the leaders' extensions

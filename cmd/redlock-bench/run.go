@@ -35,6 +35,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 			err = errors.Join(err, fmt.Errorf("stopping nodes: %w", serr))
 		}
 	}()
+	if cfg.mode == modeFresh {
+		return runFresh(ctx, cfg, ns, stdout, stderr)
+	}
 	if f := cfg.fault(); f != nil && f.kind == faultPause {
 		if _, ok := ns.local[f.node].(miniNode); ok {
 			return fmt.Errorf("-pause-node: %w", errNoPause)
