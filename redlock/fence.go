@@ -112,7 +112,7 @@ const fenceRounds = 3
 // (kind.name).
 func (c *Client) writeBackFence(ctx context.Context, name, key string, fence uint64, until time.Time, ttl, minValidity time.Duration) (uint64, error) {
 	for n := 1; ; n++ {
-		w, err := c.run(ctx, request{script: wire.FenceStore, args: wire.FenceStoreArgs(key, fence),
+		w, err := c.run(ctx, request{script: wire.FenceStore, args: wire.FenceStoreArgs(key, fence, ttl.Milliseconds()),
 			status: fenceStatus, keep: true})
 		if err == nil {
 			c.observeRound(OpFence, name, w, until.Sub(c.cfg.clock.Now()), c.drift(ttl))

@@ -154,8 +154,9 @@ func TestSemaphore_acquireWaitsForAPermit(t *testing.T) {
 }
 
 // A fenced permit's fence is its slot's: each acquisition of a slot gets
-// a larger one than the slot's previous holder, and the other slot
-// counts on its own.
+// a larger one than the slot's previous holder. The slots share their
+// hash slot's fence floor, so the other slot's first fence is larger
+// than every fence before it too.
 func TestSemaphore_fencedPermitsCountPerSlot(t *testing.T) {
 	c, _, _ := newFakeClient(t, 5)
 	s := c.Semaphore("pool", 2)
@@ -171,7 +172,7 @@ func TestSemaphore_fencedPermitsCountPerSlot(t *testing.T) {
 	other, err := s.TryAcquire(ctx, ttl, WithFencing())
 	require.NoError(t, err)
 	require.NotEqual(t, again.Key(), other.Key())
-	require.Equal(t, uint64(1), other.Fence(), "the other slot's first fence")
+	require.Equal(t, uint64(3), other.Fence(), "the other slot's first fence: above the floor the first slot raised")
 	plain, err := c.Semaphore("pool", 2).TryAcquire(ctx, ttl)
 	require.ErrorIs(t, err, ErrNotAcquired)
 	require.Nil(t, plain)

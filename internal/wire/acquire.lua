@@ -55,7 +55,7 @@ if own then
 	reply = 1
 	if epochKey then
 		redis.call("SET", epochKey, epoch, "NX")
-		reply = {1, redis.call("GET", fenceKey) or "0", redis.call("GET", epochKey)}
+		reply = {1, fenceOf(fenceKey, epochKey), redis.call("GET", epochKey)}
 	end
 else
 	if v == rwMarker then

@@ -79,10 +79,10 @@ func (q Queue) ForceArgs(key string) []any {
 	return []any{key, WaitersKey(key), q.window}
 }
 
-// InspectArgs are the inspection script's keys: key, its queue and its
-// fence counter.
+// InspectArgs are the inspection script's keys: key, its queue, its
+// fence counter and its slot's epoch (the floor's name is built from it).
 func InspectArgs(key string) []any {
-	return []any{key, WaitersKey(key), FenceKey(key)}
+	return []any{key, WaitersKey(key), FenceKey(key), EpochKey(keyslot.Slot(key))}
 }
 
 // ReleaseFreeArgs are the short release's keys and arguments: key gives
@@ -114,9 +114,10 @@ func ExtendArgs(key, token string, ms int64, also string) []any {
 }
 
 // FenceStoreArgs are the fence write-back's keys and arguments: key's
-// counter takes fence if it is above it.
-func FenceStoreArgs(key string, fence uint64) []any {
-	return []any{FenceKey(key), fence}
+// counter takes fence if it is above it, and lives FenceTTL of the lock's
+// ttl (ms); key's slot's floor keeps the largest fence.
+func FenceStoreArgs(key string, fence uint64, ttl int64) []any {
+	return []any{FenceKey(key), FloorKey(keyslot.Slot(key)), fence, FenceTTL(ttl)}
 }
 
 // NodeCheckArgs are the restart check's keys and arguments: mark is the

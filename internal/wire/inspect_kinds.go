@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/quorumlock/redlock/internal/keyslot"
 )
 
 // The inspection of the other kinds of lock: what a node holds for a
@@ -27,10 +29,11 @@ func RWInspectArgs(keys *[8]string) []any {
 }
 
 // ElectionInspectArgs are the election inspection's keys: the election
-// key, its queue and fence counter, and the leader record.
+// key, its queue and fence counter, the leader record, and the epoch of
+// its slot (the floor's name is built from it).
 func ElectionInspectArgs(name string) []any {
 	key := ElectionKey(name)
-	return []any{key, WaitersKey(key), FenceKey(key), LeaderKey(name)}
+	return []any{key, WaitersKey(key), FenceKey(key), LeaderKey(name), EpochKey(keyslot.Slot(key))}
 }
 
 // Slot is what a node holds in one key: a token or a reservation.

@@ -35,8 +35,24 @@ func WaitersKey(key string) string { return keyslot.Helper(key, "queue") }
 // is in key's hash slot.
 func EntryKey(key, id string) string { return WaitersKey(key) + ":" + id }
 
-// FenceKey is key's fence counter (WithFencing). It has no TTL.
+// FenceKey is key's fence counter (WithFencing): the last fence written
+// back for key. It expires FenceTTL after that write-back; FloorKey keeps
+// what it held (fence_store.lua).
 func FenceKey(key string) string { return keyslot.Helper(key, "fence") }
+
+// FloorKey is the fence floor of a hash slot: the largest fence written
+// back for any key of the slot, without a TTL. A key's fence is at least
+// its slot's floor (fence_read.lua), so that a node keeps one floor per
+// slot rather than a counter per key ever fenced. The acquisition
+// scripts build it from EpochKey (a test checks the two agree), which it
+// shares a slot and an ACL pattern with.
+func FloorKey(slot uint16) string { return EpochKey(slot) + ":fence" }
+
+// FenceTTL is how long (ms) a key's fence counter outlives the
+// write-back of a lock whose TTL is ttl ms: twice the TTL, and at least a
+// second, past any write-back of a lock that overlapped it (a write-back
+// counts only within its lock's validity).
+func FenceTTL(ttl int64) int64 { return max(2*ttl, 1000) }
 
 // EpochKey holds the node's epoch for a hash slot: a random value the
 // first fenced acquisition of a key in the slot creates (SET NX, no TTL).

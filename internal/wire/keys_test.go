@@ -19,6 +19,7 @@ func TestKeys_namesAreTheWireNames(t *testing.T) {
 	require.Equal(t, "{user1}:lock:queue:c.1", EntryKey("{user1}:lock", "c.1"))
 	require.Equal(t, "{user1}:lock:fence", FenceKey("{user1}:lock"))
 	require.Equal(t, "redlock:epoch:{k}", EpochKey(keyslot.Slot("k")))
+	require.Equal(t, "redlock:epoch:{k}:fence", FloorKey(keyslot.Slot("k")), "fence_read.lua builds it from the epoch key")
 	require.Equal(t, "redlock:node", MarkerKey)
 	require.Equal(t, "redlock:released:k", ReleaseChannel("k"))
 	require.Equal(t, "redlock:handoff:c:k", HandoffChannel("c", "k"))
@@ -29,9 +30,9 @@ func TestKeys_namesAreTheWireNames(t *testing.T) {
 	require.Equal(t, "{g}:e:election:fence", FenceKey(ElectionKey("{g}:e")), "the election key's helpers share its slot")
 }
 
-// The scripts build no name of their own, except the queue's: every name
-// comes from keys.go, and the queue's constants and the names it builds
-// are those of keys.go.
+// The scripts build no name of their own, except the queue's and the
+// fence floor: every name comes from keys.go, and the constants and the
+// names they build are those of keys.go.
 func TestKeys_scriptsHoldNoNames(t *testing.T) {
 	built := map[string]bool{ // the only lines that may build a name
 		`local reservedPrefix = "` + ReservedPrefix + `"`:                                  true,
@@ -40,6 +41,7 @@ func TestKeys_scriptsHoldNoNames(t *testing.T) {
 		`local rwMarker = "` + RWMarker + `"`:                                              true,
 		`local entry = queue .. ":" .. id`:                                                 true, // EntryKey
 		`local ch = handoffPrefix .. (string.match(id, "^([^.]*)%.") or "") .. ":" .. key`: true, // HandoffChannel
+		`local f = redis.call("GET", epochKey .. ":fence") or "0"`:                         true, // FloorKey
 	}
 	seen := map[string]bool{}
 	for _, s := range Scripts {

@@ -34,7 +34,7 @@ end
 local out = {1}
 for i = 1, n do
 	redis.call("SET", KEYS[2 * n + i], epoch, "NX")
-	out[#out + 1] = redis.call("GET", KEYS[n + i]) or "0"
+	out[#out + 1] = fenceOf(KEYS[n + i], KEYS[2 * n + i])
 	out[#out + 1] = redis.call("GET", KEYS[2 * n + i])
 end
 return out

@@ -166,7 +166,7 @@ type Inspection struct {
 	Held   bool   // the key exists
 	PTTL   int64  // ms left; -1 without TTL
 	Queued int64  // entries in the queue
-	Fence  uint64 // the fence counter; 0 without one
+	Fence  uint64 // the largest fence written back for the key (its counter's, or its slot's floor's); 0 for none
 }
 
 // ParseInspect reads {value or nil, pttl, queued, fence or nil}.

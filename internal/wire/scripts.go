@@ -15,6 +15,8 @@ var (
 	placeSource string
 	//go:embed rw_queue.lua
 	rwQueueSource string
+	//go:embed fence_read.lua
+	fenceReadSource string
 	//go:embed acquire.lua
 	acquireSource string
 	//go:embed give_up.lua
@@ -77,7 +79,7 @@ var (
 var (
 	// Acquire takes a key for a token (2 keys, 4 with fencing), queues a
 	// waiting Lock call when the key is held, and reports the holder's TTL.
-	Acquire = pool.NewScript(-1, queueSource+placeSource+acquireSource)
+	Acquire = pool.NewScript(-1, queueSource+placeSource+fenceReadSource+acquireSource)
 	// Release gives a key up and hands it to the head of its queue.
 	Release = pool.NewScript(2, queueSource+giveUpSource+releaseSource)
 	// ReleaseFree gives up a key that no one waits for: it is left free.
@@ -85,23 +87,23 @@ var (
 	// Extend gives a key that holds the token a new TTL.
 	Extend = pool.NewScript(1, extendSource)
 	// FenceStore writes a fence back to a key's counter if it is larger.
-	FenceStore = pool.NewScript(1, fenceStoreSource)
+	FenceStore = pool.NewScript(2, fenceStoreSource)
 	// NodeCheck is restart safety's check: run id, uptime and marker.
 	NodeCheck = pool.NewScript(1, nodeSource)
 	// Inspect reads what a node holds for a key, writing nothing.
-	Inspect = pool.NewScript(3, inspectSource)
+	Inspect = pool.NewScript(4, fenceReadSource+inspectSource)
 	// ForceRelease gives a key up whatever it holds.
 	ForceRelease = pool.NewScript(2, queueSource+giveUpSource+forceReleaseSource)
 	// MultiAcquire takes every key of a multi-key lock or none (as many
 	// keys as the lock has, three times as many fenced).
-	MultiAcquire = pool.NewScript(-1, multiAcquireSource)
+	MultiAcquire = pool.NewScript(-1, fenceReadSource+multiAcquireSource)
 	// MultiExtend extends every key of a multi-key lock or none.
 	MultiExtend = pool.NewScript(-1, multiExtendSource)
 	// MultiRelease gives up every key of a multi-key lock.
 	MultiRelease = pool.NewScript(-1, multiReleaseSource)
 	// SemAcquire takes a free permit slot of a semaphore (its slots and
 	// its size key: permits + 1 keys).
-	SemAcquire = pool.NewScript(-1, placeSource+semAcquireSource)
+	SemAcquire = pool.NewScript(-1, placeSource+fenceReadSource+semAcquireSource)
 	// SemRelease gives up the slots of a semaphore that hold a token.
 	SemRelease = pool.NewScript(-1, semReleaseSource)
 	// RWRead joins a read-write lock's readers (RWKeys' 8 keys).
@@ -131,7 +133,7 @@ var (
 	InspectRW = pool.NewScript(8, inspectRWSource)
 	// InspectElection reads an election key as Inspect does, and its
 	// leader record.
-	InspectElection = pool.NewScript(4, inspectElectionSource)
+	InspectElection = pool.NewScript(5, fenceReadSource+inspectElectionSource)
 )
 
 // ScriptInfo is one script of the protocol, with its name and source.
@@ -145,18 +147,18 @@ type ScriptInfo struct {
 // command a node refused inside one of them (Called), and what the tests
 // check the scripts against.
 var Scripts = []ScriptInfo{
-	{"acquire", Acquire, queueSource + placeSource + acquireSource},
+	{"acquire", Acquire, queueSource + placeSource + fenceReadSource + acquireSource},
 	{"release", Release, queueSource + giveUpSource + releaseSource},
 	{"release_free", ReleaseFree, releaseFreeSource},
 	{"extend", Extend, extendSource},
 	{"fence_store", FenceStore, fenceStoreSource},
 	{"node", NodeCheck, nodeSource},
-	{"inspect", Inspect, inspectSource},
+	{"inspect", Inspect, fenceReadSource + inspectSource},
 	{"force_release", ForceRelease, queueSource + giveUpSource + forceReleaseSource},
-	{"multi_acquire", MultiAcquire, multiAcquireSource},
+	{"multi_acquire", MultiAcquire, fenceReadSource + multiAcquireSource},
 	{"multi_extend", MultiExtend, multiExtendSource},
 	{"multi_release", MultiRelease, multiReleaseSource},
-	{"sem_acquire", SemAcquire, placeSource + semAcquireSource},
+	{"sem_acquire", SemAcquire, placeSource + fenceReadSource + semAcquireSource},
 	{"sem_release", SemRelease, semReleaseSource},
 	{"rw_read", RWRead, rwQueueSource + rwReadSource},
 	{"rw_write", RWWrite, placeSource + rwQueueSource + rwWriteSource},
@@ -167,7 +169,7 @@ var Scripts = []ScriptInfo{
 	{"leader_extend", LeaderExtend, leaderExtendSource},
 	{"inspect_semaphore", InspectSemaphore, inspectSemaphoreSource},
 	{"inspect_rw", InspectRW, inspectRWSource},
-	{"inspect_election", InspectElection, inspectElectionSource},
+	{"inspect_election", InspectElection, fenceReadSource + inspectElectionSource},
 }
 
 // calls maps each script's SHA1 to the command called on each line of

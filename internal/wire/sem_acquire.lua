@@ -99,7 +99,7 @@ if got then
 	if epoch ~= "" then
 		local epochKey = KEYS[2 * n + 4]
 		redis.call("SET", epochKey, epoch, "NX")
-		return {got, redis.call("GET", KEYS[n + 3 + got]) or "0", redis.call("GET", epochKey)}
+		return {got, fenceOf(KEYS[n + 3 + got], epochKey), redis.call("GET", epochKey)}
 	end
 	return got
 end
