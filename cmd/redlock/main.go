@@ -26,9 +26,9 @@
 //
 // nodes prints, node by node, whether restart safety counts the node
 // toward quorums: its run id, uptime, whether it is marked, and, while it
-// is kept out after a restart, for how much longer, for Clients whose
-// maximum TTL (WithRestartSafety) is -max-ttl (default 1m). It writes
-// nothing. During a rolling restart, restart the next node once this
+// is kept out after a restart or a failover, for how much longer, for
+// Clients whose maximum TTL (WithRestartSafety) is -max-ttl (default 1m).
+// A replica is never counted. It writes nothing. During a rolling restart, restart the next node once this
 // counts the previous one again.
 //
 // force-release gives the key up on every node whatever it holds, as its
@@ -145,7 +145,7 @@ var specs = []spec{
 		name:    "nodes",
 		brief:   "show whether restart safety counts each node (writes nothing)",
 		usage:   "redlock nodes -addrs host:port,... [-max-ttl d]",
-		summary: "Prints, node by node, whether restart safety counts the node toward quorums: its run id, uptime, whether it is marked, and, while it is kept out after a restart, for how much longer. During a rolling restart, restart the next node once this counts the previous one again. It writes nothing.",
+		summary: "Prints, node by node, whether restart safety counts the node toward quorums: its run id, uptime, whether it is marked, and, while it is kept out after a restart or a failover, for how much longer; a replica is never counted. During a rolling restart, restart the next node once this counts the previous one again. It writes nothing.",
 		example: "redlock nodes -addrs 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 -max-ttl 30s",
 		flags: func(fs *flag.FlagSet, c *command) {
 			fs.DurationVar(&c.maxTTL, "max-ttl", time.Minute, "the Clients' maximum TTL (WithRestartSafety)")

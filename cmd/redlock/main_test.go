@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -210,7 +212,7 @@ func TestNodes_namesANodeThatRestartedEmptyAsNotCounted(t *testing.T) {
 	require.NoError(t, l.Unlock(context.Background()))
 	require.Eventually(t, func() bool {
 		_, out, _ = runCmd(t, nil, "nodes", "-addrs", addrs)
-		return strings.Count(out, "counted (marked with its run id)") == 3
+		return strings.Count(out, "counted (marked: run id and lineage)") == 3
 	}, 5*time.Second, 20*time.Millisecond, out)
 
 	require.NoError(t, nodes.Node(0).Kill())
@@ -219,6 +221,173 @@ func TestNodes_namesANodeThatRestartedEmptyAsNotCounted(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "2 of 3 nodes counted", out)
 	require.Regexp(t, regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(nodes.Addrs()[0])+`\s.*not counted for another`), out)
+}
+
+// info reads node's INFO section as fields.
+func info(t *testing.T, node *redistest.Server, section string) map[string]string {
+	t.Helper()
+	v, err := redis.String(node.Do("INFO", section))
+	require.NoError(t, err)
+	return infoFields(v)
+}
+
+// nodeLine is the line of nodes' output about the node at addr.
+func nodeLine(t *testing.T, out, addr string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, addr+" ") {
+			return l
+		}
+	}
+	t.Fatalf("no line of %s in\n%s", addr, out)
+	return ""
+}
+
+// nodes reads each form of the marker, and a replica, as node.lua does:
+// a mark of run id and lineage, an older marker of the run id, a "~"
+// record with its wait left, a marker of another lineage that no check
+// has seen yet, and a replica, which counts toward no quorum.
+func TestNodes_readsEveryFormOfTheMarker(t *testing.T) {
+	nodes := redistest.StartT(t, 5)
+	ids, replids := make([]string, 5), make([]string, 5)
+	for i, n := range nodes.Nodes() {
+		ids[i], replids[i] = info(t, n, "server")["run_id"], info(t, n, "replication")["master_replid"]
+		require.NotEmpty(t, ids[i])
+		require.NotEmpty(t, replids[i])
+	}
+	const otherLineage = "0123456789abcdef0123456789abcdef01234567"
+	markers := []string{
+		wire.MarkerOf(ids[0], replids[0]),
+		ids[1],
+		"~ " + wire.MarkerOf(ids[2], replids[2]) + " 0", // first seen at its start
+		wire.MarkerOf(ids[3], otherLineage),
+	}
+	for i, v := range markers {
+		_, err := nodes.Node(i).Do("SET", wire.MarkerKey, v)
+		require.NoError(t, err)
+	}
+	_, err := nodes.Node(4).Do("REPLICAOF", "127.0.0.1", nodes.Node(3).Port())
+	require.NoError(t, err)
+
+	code, out, errOut := runCmd(t, nil, "nodes", "-addrs", strings.Join(nodes.Addrs(), ","), "-max-ttl", "1h")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 of 5 nodes counted by restart safety (quorum 3; maximum TTL 1h0m0s)", out)
+	row := func(i int, marked, why string) {
+		t.Helper()
+		re := `^` + regexp.QuoteMeta(nodes.Addrs()[i]) + `\s+` + ids[i] + `\s+\d+s\s+` + marked + `\s+` + why + `$`
+		require.Regexp(t, regexp.MustCompile(re), nodeLine(t, out, nodes.Addrs()[i]))
+	}
+	row(0, "yes", regexp.QuoteMeta("counted (marked: run id and lineage)"))
+	row(1, "yes", regexp.QuoteMeta("counted (marked with its run id, an older marker: its next check adds the lineage)"))
+	row(2, "no", `not counted for another (1h0m0s|59m5\ds): `+regexp.QuoteMeta("its data came from another process or lineage (a promoted replica, or a restart from a snapshot), first seen ")+`\d+s ago`+regexp.QuoteMeta(durableNote))
+	row(3, "no", regexp.QuoteMeta("not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet"+durableNote))
+	row(4, "no", regexp.QuoteMeta("not counted: a replica (role:slave)"))
+
+	for i, n := range nodes.Nodes()[:4] {
+		v, err := redis.String(n.Do("GET", wire.MarkerKey))
+		require.NoError(t, err)
+		require.Equal(t, markers[i], v, "node %d: nodes writes nothing", i)
+	}
+}
+
+// A replica promoted in its master's place carries the master's marker:
+// nodes says it waits for a check, and once a Client's check has seen it,
+// for how much longer it is kept out.
+func TestNodes_aPromotedReplicaWaitsFromTheCheckThatSawIt(t *testing.T) {
+	all := redistest.StartT(t, 4, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	_, err := all.Node(3).Do("REPLICAOF", "127.0.0.1", all.Node(2).Port())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return info(t, all.Node(3), "replication")["master_link_status"] == "up"
+	}, 10*time.Second, 10*time.Millisecond)
+	c := newMarkingClient(t, all.Addrs()[:3])
+	l, err := c.TryLock(context.Background(), "k", time.Minute) // marks nodes 0 to 2 (a new deployment)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(context.Background()))
+	require.Eventually(t, func() bool { // the replica has its master's mark
+		v, err := redis.String(all.Node(3).Do("GET", wire.MarkerKey))
+		return err == nil && wire.ParseMarker(v).Marks(info(t, all.Node(2), "server")["run_id"], info(t, all.Node(2), "replication")["master_replid"])
+	}, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, all.Node(2).Kill())
+	_, err = all.Node(3).Do("REPLICAOF", "NO", "ONE")
+	require.NoError(t, err)
+	addrs := []string{all.Addrs()[0], all.Addrs()[1], all.Addrs()[3]}
+	code, out, errOut := runCmd(t, nil, "nodes", "-addrs", strings.Join(addrs, ","), "-max-ttl", "1h")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 of 3 nodes counted", out)
+	require.Contains(t, nodeLine(t, out, addrs[2]), "not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet", out)
+
+	c2 := newMarkingClient(t, addrs)
+	l, err = c2.TryLock(context.Background(), "k", time.Minute) // nodes 0 and 1 make the quorum
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(context.Background()))
+	require.Eventually(t, func() bool { // the check has recorded its first sighting
+		v, err := redis.String(all.Node(3).Do("GET", wire.MarkerKey))
+		return err == nil && wire.ParseMarker(v).Pending == "~"
+	}, 10*time.Second, 10*time.Millisecond)
+	code, out, errOut = runCmd(t, nil, "nodes", "-addrs", strings.Join(addrs, ","), "-max-ttl", "1h")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 of 3 nodes counted", out)
+	require.Regexp(t, `not counted for another (1h0m0s|59m\d+s): its data came from another process or lineage \(a promoted replica, or a restart from a snapshot\), first seen \d+s ago`, nodeLine(t, out, addrs[2]))
+}
+
+// newMarkingClient is a Client over the nodes at addrs with restart
+// safety on (maximum TTL 1h): its checks mark the nodes.
+func newMarkingClient(t *testing.T, addrs []string) *redlock.Client {
+	t.Helper()
+	var pools []pool.Pool
+	for _, a := range addrs {
+		p, err := pool.New(a)
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		pools = append(pools, p)
+	}
+	c, err := redlock.New(pools, redlock.WithRestartSafety(time.Hour), redlock.WithNodeTimeout(2*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// The verdicts, branch by branch, on what the nodes reported.
+func TestNodes_verdicts(t *testing.T) {
+	const id, lin, other = "aa11", "bb22", "cc33"
+	node := func(up int64, marker string, copied bool) nodeState {
+		return nodeState{runID: id, up: up, role: "master", lineage: lin, copied: copied, marker: marker, hasMark: marker != "-"}
+	}
+	for _, c := range []struct {
+		s       nodeState
+		used    bool
+		counted bool
+		why     string
+	}{
+		{nodeState{runID: id, role: "slave", lineage: lin, marker: id + " " + lin, hasMark: true}, true, false, "not counted: a replica (role:slave)"},
+		{node(5, id+" "+lin, false), true, true, "counted (marked: run id and lineage)"},
+		{node(5, id, true), true, true, "counted (marked with its run id, an older marker"},
+		{node(5, "-", false), false, true, "counted at once: no node has a marker (a new deployment)"},
+		{node(5, "? "+id+" "+lin+" 0", true), false, true, "counted at once"},
+		{node(5, "-", false), true, false, "not counted for another 56s: no marker while other nodes have one"},
+		{node(61, "-", false), true, true, "counted at its next use (up for the maximum TTL), then marked"},
+		{node(100, "~ "+id+" "+lin+" 82", false), true, false, "not counted for another 43s: its data came from another process or lineage (a promoted replica, or a restart from a snapshot), first seen 18s ago" + durableNote},
+		{node(100, "? "+id+" "+lin+" 82", true), true, false, "first seen 18s ago"},
+		{node(100, "~ "+id+" "+lin+" 39", false), true, true, "counted at its next use (the maximum TTL has passed since its data was first seen from another lineage), then marked"},
+		{node(5, "-", true), true, false, "not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet"},
+		{node(5, id+" "+other, false), true, false, "no check has seen it yet" + durableNote},
+		{node(5, "~ "+id+" "+other+" 1", false), true, false, "no check has seen it yet" + durableNote},
+		{node(5, "? "+id+" "+other+" 1", true), true, false, "no check has seen it yet"},
+		{node(5, "garbage", false), true, false, "no check has seen it yet" + durableNote},
+	} {
+		counted, why := c.s.verdict(c.used, time.Minute)
+		require.Equal(t, c.counted, counted, "%+v: %s", c.s, why)
+		require.True(t, strings.HasPrefix(why, c.why) || strings.HasSuffix(why, c.why), "%+v: %q", c.s, why)
+		if c.s.hasMark && strings.HasPrefix(c.s.marker, "?") {
+			require.True(t, !strings.HasSuffix(why, durableNote), "a ? record had no marker: %q", why)
+		}
+	}
+	require.False(t, node(5, "? "+id+" "+lin+" 0", true).usesDeployment(), "a ? record does not make the deployment used")
+	require.True(t, node(5, "~ "+id+" "+lin+" 0", false).usesDeployment())
+	require.True(t, node(5, id+" "+other, false).usesDeployment())
+	require.False(t, node(5, "-", false).usesDeployment())
 }
 
 // Help reads like a Go tool's: the commands, and each command's own flags

@@ -16,70 +16,158 @@ import (
 )
 
 // nodeState is what the nodes command learned of one node: what the
-// restart check of a Client reads (run id, uptime, marker).
+// restart check of a Client (node.lua) reads, without writing anything.
 type nodeState struct {
-	addr   string
-	runID  string
-	uptime time.Duration // as reported, whole seconds
-	marker string
-	err    error
+	addr    string
+	runID   string
+	up      int64  // uptime_in_seconds, as reported
+	role    string // INFO replication's role: master, or slave for a replica
+	lineage string // master_replid: the dataset's replication id
+	copied  bool   // master_replid2 is not all zeros: the dataset continues another
+	marker  string // the value of the marker key
+	hasMark bool   // the marker key exists
+	err     error
 }
 
-// readNode asks node p for its run id and uptime (INFO server) and its
-// restart-safety marker.
+// readNode asks node p for its run id and uptime (INFO server), its role
+// and lineage (INFO replication) and its restart-safety marker.
 func readNode(ctx context.Context, p pool.Pool) nodeState {
 	s := nodeState{addr: p.Addr()}
-	info, err := redis.String(p.Do(ctx, "INFO", "server"))
+	server, err := redis.String(p.Do(ctx, "INFO", "server"))
 	if err != nil {
 		s.err = err
 		return s
 	}
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch k {
-		case "run_id":
-			s.runID = v
-		case "uptime_in_seconds":
-			n, _ := strconv.ParseInt(v, 10, 64)
-			s.uptime = time.Duration(n) * time.Second
-		}
+	f := infoFields(server)
+	s.runID = f["run_id"]
+	up, err := strconv.ParseInt(f["uptime_in_seconds"], 10, 64)
+	if s.runID == "" || err != nil || up < 0 {
+		s.err = fmt.Errorf("node %s: INFO server has no run_id or uptime_in_seconds", p.Addr())
+		return s
 	}
-	if s.runID == "" {
-		s.err = fmt.Errorf("node %s: INFO server has no run_id", p.Addr())
+	s.up = up
+	repl, err := redis.String(p.Do(ctx, "INFO", "replication"))
+	if err != nil {
+		s.err = err
+		return s
+	}
+	f = infoFields(repl)
+	s.role, s.lineage = f["role"], f["master_replid"]
+	s.copied = strings.Trim(f["master_replid2"], "0") != ""
+	if s.role == "" || s.lineage == "" {
+		s.err = fmt.Errorf("node %s: INFO replication has no role or master_replid", p.Addr())
 		return s
 	}
 	s.marker, err = redis.String(p.Do(ctx, "GET", wire.MarkerKey))
-	if err != nil && err != redis.ErrNil {
+	switch {
+	case err == nil:
+		s.hasMark = true
+	case err != redis.ErrNil:
 		s.err = err
 	}
 	return s
 }
 
+// infoFields reads the "field:value" lines of an INFO reply.
+func infoFields(info string) map[string]string {
+	f := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			f[k] = v
+		}
+	}
+	return f
+}
+
+// replica reports whether the node is not a master: its check fails, and
+// it counts toward no quorum.
+func (s nodeState) replica() bool { return s.role != "master" && s.role != "primary" }
+
+// marked reports whether the marker counts the node's process and
+// lineage as they are: a mark of both, or an older marker of the run id.
+func (s nodeState) marked() bool {
+	return s.hasMark && wire.ParseMarker(s.marker).Marks(s.runID, s.lineage)
+}
+
+// usesDeployment reports whether the node tells a Client that the
+// deployment is not new: its check reports a marker, which it does for
+// a mark and for any other value but a "?" record (a "~" record, or a
+// marker the check turns into one).
+func (s nodeState) usesDeployment() bool {
+	return s.err == nil && !s.replica() && s.hasMark && !strings.HasPrefix(s.marker, "?")
+}
+
+// pending returns the node's "~" or "?" record of its process and
+// lineage, if the marker is one.
+func (s nodeState) pending() (wire.Marker, bool) {
+	m := wire.ParseMarker(s.marker)
+	ok := s.hasMark && m.Pending != "" && m.RunID == s.runID && m.Lineage == s.lineage
+	return m, ok
+}
+
+// durableNote is said of a node whose marker survived from another
+// process or lineage: Clients with WithDurableNodes count it at once.
+const durableNote = " (counted at once by Clients with WithDurableNodes, if it keeps every write)"
+
 // verdict says whether restart safety counts the node, with a deployment
 // in which some node has a marker (used) or none (new), for Clients whose
-// maximum TTL is maxTTL; counted is false while the node is kept out.
+// maximum TTL is maxTTL; counted is false while the node is kept out. It
+// follows node.lua's reply and the Client's reading of it.
 func (s nodeState) verdict(used bool, maxTTL time.Duration) (counted bool, why string) {
-	// A Client counts the reported uptime less a second (Redis rounds it).
-	left := maxTTL - max(s.uptime-time.Second, 0)
 	switch {
-	case s.marker == s.runID:
-		return true, "counted (marked with its run id)"
+	case s.replica():
+		return false, fmt.Sprintf("not counted: a replica (role:%s)", s.role)
+	case s.marked() && s.marker == s.runID:
+		return true, "counted (marked with its run id, an older marker: its next check adds the lineage)"
+	case s.marked():
+		return true, "counted (marked: run id and lineage)"
 	case !used:
 		return true, "counted at once: no node has a marker (a new deployment)"
-	case left <= 0:
-		return true, "counted at its next use (up for the maximum TTL), then marked"
-	case s.marker == "":
+	}
+	if m, ok := s.pending(); ok {
+		return s.sightedVerdict(m, maxTTL)
+	}
+	if !s.hasMark && !s.copied {
+		// A Client counts the reported uptime less a second (Redis rounds it).
+		left := maxTTL - upFloor(s.up)
+		if left <= 0 {
+			return true, "counted at its next use (up for the maximum TTL), then marked"
+		}
 		return false, fmt.Sprintf("not counted for another %v: no marker while other nodes have one (restarted without its data, or new)", left)
 	}
-	return false, fmt.Sprintf("not counted for another %v: restarted under a new run id (counted at once by Clients with WithDurableNodes, if it keeps every write)", left)
+	why = "not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet"
+	if s.usesDeployment() {
+		why += durableNote
+	}
+	return false, why
 }
+
+// sightedVerdict is the verdict on a node whose data a check first saw
+// come from another process or lineage, as record m says.
+func (s nodeState) sightedVerdict(m wire.Marker, maxTTL time.Duration) (counted bool, why string) {
+	since := max(s.up-m.Seen, 0)
+	// As for the uptime, a Client counts the seconds since less one.
+	left := maxTTL - upFloor(since)
+	if left <= 0 {
+		return true, "counted at its next use (the maximum TTL has passed since its data was first seen from another lineage), then marked"
+	}
+	why = fmt.Sprintf("not counted for another %v: its data came from another process or lineage (a promoted replica, or a restart from a snapshot), first seen %v ago", left, time.Duration(since)*time.Second)
+	if m.Pending == "~" {
+		why += durableNote
+	}
+	return false, why
+}
+
+// upFloor is the least time a node that reports up seconds has run: a
+// Client counts a second less (Redis rounds both ends to the second).
+func upFloor(up int64) time.Duration { return time.Duration(max(up-1, 0)) * time.Second }
 
 // printNodes writes, node by node, whether restart safety counts it, and
 // how many nodes it counts.
 func printNodes(w io.Writer, states []nodeState, quorum int, maxTTL time.Duration) error {
 	used := false
 	for _, s := range states {
-		used = used || s.err == nil && s.marker != ""
+		used = used || s.usesDeployment()
 	}
 	counted := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -93,8 +181,8 @@ func printNodes(w io.Writer, states []nodeState, quorum int, maxTTL time.Duratio
 		if ok {
 			counted++
 		}
-		marked := map[bool]string{true: "yes", false: "no"}[s.marker == s.runID]
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", s.addr, s.runID, s.uptime, marked, why)
+		marked := map[bool]string{true: "yes", false: "no"}[s.marked()]
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", s.addr, s.runID, time.Duration(s.up)*time.Second, marked, why)
 	}
 	fmt.Fprintf(w, "%d of %d nodes counted by restart safety (quorum %d; maximum TTL %v)\n", counted, len(states), quorum, maxTTL)
 	return tw.Flush()

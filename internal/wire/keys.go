@@ -62,8 +62,10 @@ func FenceTTL(ttl int64) int64 { return max(2*ttl, 1000) }
 // reaches it on a cluster.
 func EpochKey(slot uint16) string { return "redlock:epoch:{" + keyslot.Tag(slot) + "}" }
 
-// MarkerKey holds the run id of the node's process that restart safety
-// last counted (docs/safety.md). It has no TTL.
+// MarkerKey holds restart safety's marker of the node (docs/safety.md):
+// the run id and lineage of the process it counts, or the record of a
+// dataset that came from elsewhere (Marker lists the forms, ParseMarker
+// reads them). It has no TTL.
 const MarkerKey = "redlock:node"
 
 // ReleaseChannel is where every node announces, with an empty message,
