@@ -173,6 +173,10 @@ func (c *Client) suspect(i int) {
 	}
 }
 
+// errNoLineage is why a node's failover goes unseen: its ACL refuses the
+// restart check INFO replication.
+var errNoLineage = errors.New("the node refused INFO replication (its ACL user needs +info|replication): a replica promoted in its place would be counted as soon as it has run for the maximum TTL (docs/operations.md#acl)")
+
 // roleChanged notes that node i answered as a replica does (READONLY):
 // its role changed since it was checked. Promoted again, it would grant
 // from another dataset on the same connection, so its next grant counts
@@ -530,6 +534,9 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 			err = &pool.NodeError{Addr: c.pools[i].Addr(), Op: "EVALSHA", Err: err}
 			c.rs.lastErr[i].Store(&err)
 			return f, err
+		}
+		if f.lineage == wire.UnknownLineage {
+			c.warnNode(c.pools[i].Addr(), "restart safety cannot see a failover on this node", errNoLineage)
 		}
 		c.rs.lastErr[i].Store(nil)
 		f.at, f.subs = c.cfg.clock.Now(), subs

@@ -36,8 +36,9 @@ var (
 	// acquisition is released by the script that serves the queue.
 	aclFencing = []string{"pttl", "zpopmin"}
 	// Restart safety (on by default): a script reads the node's run id and
-	// uptime (INFO server) and its marker key.
-	aclRestart = []string{"info|server", "get", "set", "eval", "evalsha"}
+	// uptime (INFO server), its role and lineage (INFO replication) and
+	// its marker key.
+	aclRestart = []string{"info|server", "info|replication", "get", "set", "eval", "evalsha"}
 	// The lock keys, their queues and fence counters (named after them), the nodes' epochs,
 	// and the marker of restart safety.
 	aclKeys = []string{"~lock:*", "~redlock:epoch:*", "~redlock:node"}
@@ -510,6 +511,33 @@ func TestACL_unlockWithoutPublishSucceedsAndIsLogged(t *testing.T) {
 		named = named || strings.Contains(out, a)
 	}
 	require.True(t, named, "the log names the nodes: %s", out)
+}
+
+// Users whose ACL predates the lineage check permit INFO server alone:
+// restart safety still counts their nodes, and says, at Warn and naming
+// each node, that it cannot see a failover there and which permission
+// would let it.
+func TestACL_withoutInfoReplicationLocksWorkAndTheBlindSpotIsLogged(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 5)
+	nodes, addrs := c.Nodes(), c.Addrs()
+	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "info|replication" }))
+	var logs syncBuffer
+	cl := newClient(t, aclPools(t, addrs), redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	for range 2 {
+		l, err := cl.TryLock(ctxT(t, quickly), newKey(t), longTTL)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	}
+	out := logs.String()
+	require.Contains(t, out, "cannot see a failover")
+	require.Contains(t, out, "+info|replication")
+	for _, a := range addrs {
+		require.Contains(t, out, a)
+	}
+	for i, s := range nodes {
+		require.Contains(t, deniedCommands(t, s), "info", "node %d: INFO replication refused", i)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.

@@ -20,7 +20,12 @@ local up = tonumber(string.match(info, "uptime_in_seconds:(%d+)"))
 if id == nil or up == nil then
 	return redis.error_reply("redlock: INFO server has no run_id or uptime_in_seconds")
 end
-local repl = redis.call("INFO", "replication")
+local repl = redis.pcall("INFO", "replication")
+if type(repl) == "table" then
+	-- Refused (an ACL without +info|replication): the lineage is unknown,
+	-- "0", and the Client warns that it cannot see a failover.
+	repl = "role:master\r\nmaster_replid:0\r\n"
+end
 local role = string.match(repl, "role:(%a+)")
 local replid = string.match(repl, "master_replid:(%x+)")
 if role == nil or replid == nil then
