@@ -11,6 +11,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/redlock"
 )
@@ -118,8 +119,8 @@ func TestElection_anExtensionRewritesAMissingRecord(t *testing.T) {
 	require.NoError(t, l.Unlock(ctx))
 }
 
-// The election key's fence counters are lost on every node (here
-// deleted; a restart without persistence does it): the next leader's
+// The election key's fence counters and floors are lost on every node
+// (here deleted; a restart without persistence does it): the next leader's
 // term is lower than the last one observed. The observer delivers that
 // leader with its term, and reports the regression once, as an event and
 // at Warn.
@@ -156,7 +157,8 @@ func TestElection_observeDeliversALeaderWhoseTermWentBack(t *testing.T) {
 	require.False(t, ok, "terms went up")
 
 	for _, n := range e.nodes {
-		_, err := n.Do("DEL", wire.FenceKey(wire.ElectionKey(name)))
+		key := wire.ElectionKey(name)
+		_, err := n.Do("DEL", wire.FenceKey(key), wire.FloorKey(keyslot.Slot(key)))
 		require.NoError(t, err)
 	}
 	l = campaign("after the loss")

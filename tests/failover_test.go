@@ -203,6 +203,7 @@ func TestFailover_aPromotedReplicaThatMissedALockIsNotCountedUntilTheLockRanOut(
 				got, last = b.TryLock(ctxT(t, 10*time.Second), key, maxTTL)
 			}
 			require.NotNil(t, got, "the promoted nodes never counted again: %v", last)
+			t.Logf("counted again %v after the promotion (maximum TTL %v)", time.Since(promoted).Round(10*time.Millisecond), maxTTL)
 			require.GreaterOrEqual(t, time.Since(promoted), maxTTL-100*time.Millisecond)
 			require.NoError(t, got.Unlock(ctxT(t, 10*time.Second)))
 			for i := range k {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"time"
 )
 
@@ -65,9 +66,6 @@ func spinFromEnv() bool {
 			x = x*31 + 7
 		}
 	}
-	spinSink = x
+	runtime.KeepAlive(x) // the loop is not optimised away
 	return true
 }
-
-// spinSink keeps the helper's loop from being optimised away.
-var spinSink int
