@@ -240,12 +240,15 @@ func TestFence_stalledHoldersWriteIsRefusedAfterANewerHolderWrote(t *testing.T) 
 }
 
 // The write-back script on a real node: it takes a fence above the
-// counter, and refuses one that is not above it, naming the counter.
+// counter, and refuses one that is not above it, naming the counter. The
+// counter lives for the TTL given; the slot's floor keeps the largest
+// fence, and once the counter is gone a fence must be above the floor.
 func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 1)
-	fkey := keyslot.Helper(newKey(t), "fence")
-	store := script(wire.FenceStore, 1)
+	key := newKey(t)
+	fkey, floor := wire.FenceKey(key), wire.FloorKey(keyslot.Slot(key))
+	store := script(wire.FenceStore, 2)
 	conn := dialNode(t, e.nodes[0])
 	for _, tc := range []struct {
 		fence int
@@ -256,12 +259,35 @@ func TestScripts_theFenceWriteBackTakesOnlyAFenceAboveTheCounter(t *testing.T) {
 		{3, []any{int64(0), []byte("5")}},
 		{6, int64(1)},
 	} {
-		got, err := store.Do(conn, fkey, tc.fence)
+		got, err := store.Do(conn, fkey, floor, tc.fence, 60_000)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, got, "fence %d", tc.fence)
 	}
 	v, _ := get(t, e.nodes[0], fkey)
 	require.Equal(t, "6", v)
+	require.InDelta(t, 60_000, int(pttl(t, e.nodes[0], fkey)/time.Millisecond), 5_000, "the counter's TTL")
+	v, _ = get(t, e.nodes[0], floor)
+	require.Equal(t, "6", v, "the floor")
+	require.Equal(t, time.Duration(-1), pttl(t, e.nodes[0], floor), "the floor has no TTL")
+
+	// The counter expired: a fence not above the floor is refused.
+	_, err := e.nodes[0].Do("DEL", fkey)
+	require.NoError(t, err)
+	got, err := store.Do(conn, fkey, floor, 6, 60_000)
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(0), []byte("6")}, got)
+	got, err = store.Do(conn, fkey, floor, 7, 60_000)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got)
+	// A key of the slot with a counter of its own is not held back by a
+	// floor that others raised: its counter decides.
+	_, err = e.nodes[0].Do("SET", floor, 100)
+	require.NoError(t, err)
+	got, err = store.Do(conn, fkey, floor, 8, 60_000)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got)
+	v, _ = get(t, e.nodes[0], floor)
+	require.Equal(t, "100", v, "the floor does not go down")
 }
 
 // resetLog is a Client option that logs to a buffer, and a function that
