@@ -57,7 +57,8 @@ type config struct {
 // address (Options().Addr of a *redis.Client; the seed addresses of a
 // *redis.ClusterClient or *redis.Ring, joined by commas; the client's type
 // for other clients, which therefore need WithName when a lock client has
-// more than one of them).
+// more than one of them). A failover client (redis.NewFailoverClient)
+// reports "FailoverClient" as its address: give each one a name.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
 // WithTimeout bounds each call whose context has no deadline, or a later
