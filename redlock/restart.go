@@ -51,13 +51,19 @@ func WithDurableNodes() Option {
 // holder still counts on it. So a Client counts a node toward an
 // acquisition only while it trusts the process it talks to:
 //
-//   - It asks each node (node.lua) for its run id, its uptime and its
-//     marker: the run id a Client stored there once it could count the
-//     process. A node whose marker is its run id is counted. A node
-//     without one, or with another process's (it restarted from a
-//     snapshot or an append-only file), is counted once it has been up
-//     for the maximum TTL, and then marked. With WithDurableNodes, a node
-//     whose marker survived its restart is counted and marked at once.
+//   - It asks each node (node.lua) for its run id, its uptime, its
+//     dataset's lineage (INFO replication's master_replid) and its
+//     marker: the run id and lineage a Client stored there once it could
+//     count the process. A node whose marker is its run id and lineage is
+//     counted. A node without one, on a dataset of its own, is counted
+//     once it has been up for the maximum TTL, and then marked. A node
+//     whose data came from another process or lineage (a restart from a
+//     snapshot or an append-only file, a replica promoted) is counted
+//     once the maximum TTL has passed since a check first saw it so, a
+//     moment node.lua records on the node (sighted): a promoted replica
+//     has run for far longer than it has led. With WithDurableNodes, a
+//     node whose marker survived its restart is counted and marked at
+//     once (durable nodes do not fail over). A replica's check fails.
 //   - A deployment on which no node has a marker is new: nothing can
 //     hold a lock on it, and every node is counted and marked at once.
 //   - It asks with its first acquisition, and again, in the background,
