@@ -83,8 +83,10 @@ type Node struct {
 	mu      sync.Mutex
 	inc     *incarnation // nil while down
 	starts  int          // incarnations so far, for run ids
+	replid  string       // the replication id of the last incarnation
 	kept    snapshot     // what a killed node held
 	saved   snapshot     // the last Save
+	savedID string       // the replication id it was saved under
 	clk     NodeClock
 	paused  bool
 	delay   time.Duration            // added to every reply
@@ -176,22 +178,33 @@ func (n *Node) notifyLocked() {
 // start begins a new incarnation holding data. Called without n.mu.
 func (n *Node) start(d Data) {
 	n.mu.Lock()
-	n.starts++
-	now := n.clk.at(time.Now())
-	inc := &incarnation{runID: runID(n.addr, n.starts), started: now}
-	// As Redis does, a process takes a new replication id, and one that
-	// loaded a dataset keeps the id it was saved under as its second.
-	inc.replid, inc.replid2 = inc.runID, strings.Repeat("0", 40)
+	// As Redis does, a process that loaded a dataset keeps the
+	// replication id it was saved under as its second.
 	var load snapshot
+	replid2 := ""
 	switch d {
 	case Kept:
-		load = n.kept
+		load, replid2 = n.kept, n.replid
 	case Saved:
-		load = n.saved
+		load, replid2 = n.saved, n.savedID
 	}
-	if d != Empty && n.inc != nil {
-		inc.replid2 = n.inc.replid
+	n.mu.Unlock()
+	n.begin(load, replid2, 0)
+}
+
+// begin starts a new incarnation holding load, whose master_replid2 is
+// replid2 ("": none) and which has been up for up. Called without n.mu.
+func (n *Node) begin(load snapshot, replid2 string, up time.Duration) {
+	n.mu.Lock()
+	n.starts++
+	now := n.clk.at(time.Now())
+	inc := &incarnation{runID: runID(n.addr, n.starts), started: now.Add(-up)}
+	// A process takes a new replication id.
+	inc.replid, inc.replid2 = inc.runID, replid2
+	if replid2 == "" {
+		inc.replid2 = strings.Repeat("0", 40)
 	}
+	n.replid = inc.replid
 	n.kept = nil
 	n.mu.Unlock()
 
@@ -293,7 +306,7 @@ func (n *Node) Save() {
 	}
 	s := inc.e.take(now)
 	n.mu.Lock()
-	n.saved = s
+	n.saved, n.savedID = s, inc.replid
 	n.mu.Unlock()
 }
 
