@@ -29,10 +29,11 @@ const (
 	fSave
 	fRecordLost
 	fStall
+	fFailover // a replica that lagged promoted behind the node's address
 	nFaults
 )
 
-var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost", "client-stall"}
+var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost", "client-stall", "failover"}
 
 // schedule injects faults until the quiet window, then heals every node.
 func (w *world) schedule(ctx context.Context) {
@@ -93,8 +94,13 @@ func (w *world) faultyLocked() int {
 func (w *world) inject() func() {
 	i := w.rng.Intn(len(w.nodes))
 	n := w.nodes[i]
-	kind := w.rng.Intn(nFaults + 2)
-	if kind >= nFaults {
+	kind := w.rng.Intn(nFaults + 3)
+	switch {
+	case kind == nFaults+2:
+		// Twice as often as each other fault: a failover misses only
+		// the writes of its lag.
+		kind = fFailover
+	case kind >= nFaults:
 		kind = fStall // three times as often as each other fault: it costs no node
 	}
 	dur := time.Duration(20+w.rng.Intn(600)) * time.Millisecond
@@ -111,11 +117,11 @@ func (w *world) inject() func() {
 	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost, fStall:
 		// Harmless to the quorum: any node, any time (a stall is a
 		// client's).
-	case fRestartEmpty, fRestartSaved:
+	case fRestartEmpty, fRestartSaved, fFailover:
 		// With restart safety, nodes that lose their data are in model in
 		// any number: each is excluded until what it forgot ran out. So a
-		// quorum may restart empty under a held lock, now and then (while
-		// it is excluded, nothing is granted).
+		// quorum may restart empty, or fail over, under a held lock, now
+		// and then (while it is excluded, nothing is granted).
 		if busy || tooMany && (w.set.maxTTL == 0 || w.rng.Intn(4) > 0) {
 			return nil
 		}
@@ -124,8 +130,16 @@ func (w *world) inject() func() {
 			return nil
 		}
 	}
+	var replica *simnode.Replica
+	if kind == fFailover {
+		if replica = n.Replica(); replica == nil {
+			return nil
+		}
+	}
 	w.count(i, kind, dur)
 	switch kind {
+	case fFailover:
+		return w.failover(i, replica, longest, dur)
 	case fKill:
 		n.Kill()
 		down := dur
@@ -232,6 +246,12 @@ func (w *world) loseRecord(i int) {
 // has run out since the kill (a lock extended while the node was down may
 // have grown longer than the longest TTL at the kill).
 func (w *world) startOutlived(i int, data simnode.Data, killed time.Time, slack time.Duration) func() {
+	return w.outlived(i, killed, slack, func() { w.startNode(i, data) })
+}
+
+// outlived returns what runs start, which starts node i, killed at killed,
+// once every TTL used up to the start has run out since the kill.
+func (w *world) outlived(i int, killed time.Time, slack time.Duration, start func()) func() {
 	return func() {
 		for {
 			w.mu.Lock()
@@ -244,8 +264,42 @@ func (w *world) startOutlived(i int, data simnode.Data, killed time.Time, slack 
 			w.markFaulty(i, left)
 			time.Sleep(left)
 		}
-		w.startNode(i, data)
+		start()
 	}
+}
+
+// failover fails node i over to replica, a copy of its data taken now:
+// the promotion comes up to 500ms later, so the replica misses the writes
+// made meanwhile, as one that lagged that long does. With restart safety
+// on nodes not declared durable, the promoted replica comes up at once
+// and is in model as a restart from a snapshot is: its data continues
+// another lineage, and restart safety waits out the maximum TTL from when
+// a check first saw it. Otherwise (restart safety off, or durable nodes,
+// which are declared to keep every write and count a node that carries a
+// marker at once) the node is down until every lock it may have missed
+// ran out, unless the run is out of model.
+func (w *world) failover(i int, replica *simnode.Replica, longest, dur time.Duration) func() {
+	lag := time.Duration(w.rng.Intn(500)) * time.Millisecond
+	if !w.restartInModel(simnode.Saved) && !w.opt.OutOfModel {
+		w.nodes[i].Kill()
+		w.markFaulty(i, longest+dur)
+		promote := func() { w.promoteNode(i, replica) }
+		return w.after(longest+dur, w.outlived(i, time.Now(), dur, promote))
+	}
+	w.markFaulty(i, lag)
+	return w.after(lag, func() { w.promoteNode(i, replica) })
+}
+
+// promoteNode fails node i over to replica and marks it faulty while
+// restart safety may exclude it.
+func (w *world) promoteNode(i int, replica *simnode.Replica) {
+	w.nodes[i].Promote(replica)
+	w.lostData(i)
+	w.mu.Lock()
+	longest := max(w.longestTTL, w.set.maxTTL)
+	w.mu.Unlock()
+	w.markFaulty(i, longest+time.Second)
+	w.trace.add(w.now(), fmt.Sprintf("node %d failed over to a replica (up %v)", i+1, simnode.PromotedUptime))
 }
 
 // restartInModel reports whether a node may restart at once with data.
@@ -308,6 +362,7 @@ func (w *world) markUnhealthy(i int, d time.Duration) {
 func (w *world) count(i, kind int, dur time.Duration) {
 	w.mu.Lock()
 	w.faults++
+	w.faultKinds[faultNames[kind]]++
 	w.mu.Unlock()
 	w.trace.add(w.now(), fmt.Sprintf("FAULT node %d %s (%v)", i+1, faultNames[kind], dur))
 }

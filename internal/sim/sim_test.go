@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ var summary struct {
 	seeds, acquisitions, faults int
 	virtual                     time.Duration
 	violations                  int
+	faultKinds                  map[string]int
 }
 
 func TestMain(m *testing.M) {
@@ -65,6 +67,7 @@ func TestMain(m *testing.M) {
 		cpu := (cpuTime() - start).Seconds()
 		perMin := func(n int) float64 { return float64(n) / cpu * 60 }
 		fmt.Printf("sim: %.0f acquisitions and %.0f faults per CPU-minute\n", perMin(summary.acquisitions), perMin(summary.faults))
+		fmt.Printf("sim: faults by kind: %s\n", byKind(summary.faultKinds))
 		fmt.Printf("sim: seeds=%d acquisitions=%d faults=%d virtual=%v cpu=%.1f violations=%d\n",
 			summary.seeds, summary.acquisitions, summary.faults, summary.virtual.Round(time.Second), cpu, summary.violations)
 		if summary.violations > 0 && code == 0 {
@@ -72,6 +75,16 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// byKind lists counts by kind, sorted by kind: "kill=3 pause=5".
+func byKind(m map[string]int) string {
+	var out []string
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // cpuTime is the process's user and system CPU time.
@@ -152,6 +165,12 @@ func runSeed(t *testing.T, seed int64, opt sim.Options) sim.Result {
 	summary.seeds++
 	summary.acquisitions += res.Acquisitions
 	summary.faults += res.Faults
+	if summary.faultKinds == nil {
+		summary.faultKinds = map[string]int{}
+	}
+	for k, n := range res.FaultKinds {
+		summary.faultKinds[k] += n
+	}
 	summary.virtual += res.Virtual
 	if !opt.OutOfModel {
 		summary.violations += len(res.Violations)
@@ -189,7 +208,7 @@ func TestSim(t *testing.T) {
 	opt := sim.Options{Virtual: virtual(), TraceLines: *simTrace}
 	if seed := fixedSeed(); seed != 0 {
 		res := runSeed(t, seed, opt)
-		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds)
+		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v; faults: %s", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds, byKind(res.FaultKinds))
 		report(t, res)
 		return
 	}

@@ -56,10 +56,11 @@ type Result struct {
 	Faults       int
 	Virtual      time.Duration
 	Violations   []string
-	Trace        []string      // the last TraceLines lines
-	Around       []string      // the lines from 1s before the earliest violation to 0.5s after it
-	At           time.Duration // when the earliest violation happened, as far as its checker knows; -1: not known
-	Kinds        map[string]int
+	Trace        []string       // the last TraceLines lines
+	Around       []string       // the lines from 1s before the earliest violation to 0.5s after it
+	At           time.Duration  // when the earliest violation happened, as far as its checker knows; -1: not known
+	Kinds        map[string]int // operations by kind
+	FaultKinds   map[string]int // faults by kind
 }
 
 // setup is what a seed draws for the deployment.
@@ -100,6 +101,7 @@ type world struct {
 	acquired      int
 	kinds         map[string]int
 	faults        int
+	faultKinds    map[string]int // faults by kind
 	violations    []string
 	leaders       []leaderAnswer
 	leaderHolds   map[string]*leaderHold // by token
@@ -184,7 +186,7 @@ func Run(opt Options) Result {
 	}
 	rng := rand.New(rand.NewSource(opt.Seed))
 	w := &world{opt: opt, set: draw(rng, opt), rng: rng, start: time.Now(), chk: faults.NewChecker(),
-		trace: &trace{}, store: newStore(), kinds: map[string]int{}, dataLost: map[int]bool{}, violationAt: -1}
+		trace: &trace{}, store: newStore(), kinds: map[string]int{}, faultKinds: map[string]int{}, dataLost: map[int]bool{}, violationAt: -1}
 	running.Store(w.trace)
 	w.end = w.start.Add(opt.Virtual)
 	w.quiet = w.start.Add(opt.Virtual * 7 / 10)
@@ -196,7 +198,7 @@ func Run(opt Options) Result {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	res := Result{Seed: opt.Seed, Setup: w.set.String(), Acquisitions: w.acquired, Faults: w.faults,
-		Virtual: w.now(), Violations: w.violations, Trace: w.trace.last(opt.TraceLines), Kinds: w.kinds, At: -1}
+		Virtual: w.now(), Violations: w.violations, Trace: w.trace.last(opt.TraceLines), Kinds: w.kinds, FaultKinds: w.faultKinds, At: -1}
 	if len(w.violations) > 0 && w.violationAt >= 0 {
 		res.At = w.violationAt
 		res.Around = w.trace.between(w.violationAt-time.Second, w.violationAt+time.Second/2)

@@ -9,7 +9,9 @@
 // own (links, link.go). The links are where faults live: a paused node
 // stops reading its connections, a partition holds one client's bytes in
 // either or both directions, a slow node delays its replies, a killed node
-// closes them all and refuses new ones.
+// closes them all and refuses new ones. Promote fails a node over to a
+// replica promoted behind its address: a new process, long up, whose data
+// is a copy taken earlier (Replica).
 //
 // Time is the process's time: inside a testing/synctest bubble it is the
 // bubble's virtual time, so TTLs, node timeouts and back-offs all run on
@@ -19,12 +21,14 @@
 // moment a command looks at it, so passing time costs nothing.
 //
 // The node runs one command at a time, as Redis's single thread does;
-// INFO server answers with the node's run id and uptime (the restart check
-// of the lock client asks for them); each command answers as Redis 7's
+// INFO server answers with the node's run id and uptime, INFO replication
+// with its role (always master) and replication ids (the restart check of
+// the lock client asks for them); each command answers as Redis 7's
 // does (store_test.go holds them against miniredis's). What is not
 // simulated: real Redis's Lua interpreter (this is gopher-lua), commands
 // beyond those in store.go and scripts.go, pattern subscriptions, WATCH,
-// more than one database, memory limits, persistence timing, the kernel
+// more than one database, memory limits, persistence timing, replication
+// itself (a replica is a copy of the data at one moment), the kernel
 // and TCP (a connection is lossless until it is closed, as TCP is), and
 // goroutine scheduling, which the Go runtime decides.
 //
@@ -83,8 +87,10 @@ type Node struct {
 	mu      sync.Mutex
 	inc     *incarnation // nil while down
 	starts  int          // incarnations so far, for run ids
+	replid  string       // the replication id of the last incarnation
 	kept    snapshot     // what a killed node held
 	saved   snapshot     // the last Save
+	savedID string       // the replication id it was saved under
 	clk     NodeClock
 	paused  bool
 	delay   time.Duration            // added to every reply
@@ -176,22 +182,33 @@ func (n *Node) notifyLocked() {
 // start begins a new incarnation holding data. Called without n.mu.
 func (n *Node) start(d Data) {
 	n.mu.Lock()
-	n.starts++
-	now := n.clk.at(time.Now())
-	inc := &incarnation{runID: runID(n.addr, n.starts), started: now}
-	// As Redis does, a process takes a new replication id, and one that
-	// loaded a dataset keeps the id it was saved under as its second.
-	inc.replid, inc.replid2 = inc.runID, strings.Repeat("0", 40)
+	// As Redis does, a process that loaded a dataset keeps the
+	// replication id it was saved under as its second.
 	var load snapshot
+	replid2 := ""
 	switch d {
 	case Kept:
-		load = n.kept
+		load, replid2 = n.kept, n.replid
 	case Saved:
-		load = n.saved
+		load, replid2 = n.saved, n.savedID
 	}
-	if d != Empty && n.inc != nil {
-		inc.replid2 = n.inc.replid
+	n.mu.Unlock()
+	n.begin(load, replid2, 0)
+}
+
+// begin starts a new incarnation holding load, whose master_replid2 is
+// replid2 ("": none) and which has been up for up. Called without n.mu.
+func (n *Node) begin(load snapshot, replid2 string, up time.Duration) {
+	n.mu.Lock()
+	n.starts++
+	now := n.clk.at(time.Now())
+	inc := &incarnation{runID: runID(n.addr, n.starts), started: now.Add(-up)}
+	// A process takes a new replication id.
+	inc.replid, inc.replid2 = inc.runID, replid2
+	if replid2 == "" {
+		inc.replid2 = strings.Repeat("0", 40)
 	}
+	n.replid = inc.replid
 	n.kept = nil
 	n.mu.Unlock()
 
@@ -271,6 +288,40 @@ func (n *Node) Start(d Data) {
 	}
 }
 
+// PromotedUptime is the uptime of a promoted replica when it is promoted
+// (Promote): it ran as a replica far longer than any TTL.
+const PromotedUptime = time.Hour
+
+// Replica is a copy of a node's data as a replica of the node holds it,
+// for Promote.
+type Replica struct {
+	data   snapshot
+	replid string // the replication id of the master it follows
+}
+
+// Replica returns a copy of what the node holds now, as a replica that
+// follows it holds it: promoted later, it lacks every write made since,
+// as a replica that lagged by that long does. It returns nil while the
+// node is down.
+func (n *Node) Replica() *Replica {
+	inc, now := n.current()
+	if inc == nil {
+		return nil
+	}
+	return &Replica{data: inc.e.take(now), replid: inc.replid}
+}
+
+// Promote fails the node over to r, behind the same address: the running
+// process stops, its connections close, and a replica promoted to master
+// serves r's data. It has a new run id and a new replication id, its
+// master_replid2 is the replication id of the master r followed, and it
+// has been up for PromotedUptime. Keys whose time passed since r was
+// taken are gone, as they are when a replica is promoted.
+func (n *Node) Promote(r *Replica) {
+	n.Kill()
+	n.begin(r.data, r.replid, PromotedUptime)
+}
+
 // Restart kills the node and starts it again at once with d.
 func (n *Node) Restart(d Data) {
 	n.Kill()
@@ -293,7 +344,7 @@ func (n *Node) Save() {
 	}
 	s := inc.e.take(now)
 	n.mu.Lock()
-	n.saved = s
+	n.saved, n.savedID = s, inc.replid
 	n.mu.Unlock()
 }
 

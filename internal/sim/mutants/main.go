@@ -83,6 +83,13 @@ var mutants = []mutant{
 		breaks: "restart safety counts a node that restarted empty at once instead of after the longest TTL",
 	},
 	{
+		name:   "lineage-blind",
+		file:   "redlock/restart.go",
+		old:    "\t\tf.uptime = min(f.uptime, uptimeFloor(w.Sighted))\n",
+		new:    "",
+		breaks: "restart safety counts a node whose data came from another process or lineage from its process's uptime, not from when a check first saw it so: a promoted replica, long up, that missed a lock is counted at once",
+	},
+	{
 		name:   "quorum-half",
 		file:   "redlock/client.go",
 		old:    "quorum:   len(pools)/2 + 1,",
