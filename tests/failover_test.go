@@ -158,8 +158,10 @@ func (e *excluded) Event(ev redlock.Event) {
 // passed since it was first seen so. Neither takes the key while A's
 // lock is valid, and both do once the exclusion has run out.
 func TestFailover_aPromotedReplicaThatMissedALockIsNotCountedUntilTheLockRanOut(t *testing.T) {
+	t.Parallel()
 	for _, k := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d of 5 fail over", k), func(t *testing.T) {
+			t.Parallel()
 			const maxTTL = 2 * time.Second
 			r := startReplicated(t, 5)
 			b := newClient(t, newPools(t, r.addrs), redlock.WithRestartSafety(maxTTL))
@@ -226,6 +228,7 @@ func TestFailover_aPromotedReplicaThatMissedALockIsNotCountedUntilTheLockRanOut(
 // replica that reconnects, or restarts and syncs anew, does not change
 // its master's lineage.
 func TestFailover_aHealthyDeploymentWithReplicasExcludesNoNode(t *testing.T) {
+	// Serial: it restarts a replica on its port (main_test.go).
 	r := startReplicated(t, 5)
 	obs := &excluded{}
 	c := newClient(t, newPools(t, r.addrs), redlock.WithRestartSafety(time.Minute), redlock.WithObserver(obs))
@@ -270,6 +273,7 @@ func TestFailover_aHealthyDeploymentWithReplicasExcludesNoNode(t *testing.T) {
 // A node that became a replica is counted toward no quorum: its check
 // fails, naming its role.
 func TestFailover_aNodeThatIsAReplicaIsNotCounted(t *testing.T) {
+	t.Parallel()
 	r := startReplicated(t, 3)
 	c := newClient(t, newPools(t, r.addrs[:3]), redlock.WithRestartSafety(time.Minute))
 	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), time.Second)
