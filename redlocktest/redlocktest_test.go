@@ -199,6 +199,13 @@ func TestRestartSafety(t *testing.T) {
 		l, err := c.TryLock(ctx, "k", time.Second)
 		require.NoError(t, err)
 		require.NoError(t, l.Unlock(ctx))
+		// The lock counted a quorum; node 0 may be marked a moment later.
+		// Restarted unmarked, even a durable node is one that may have
+		// come back empty.
+		require.Eventually(t, func() bool {
+			v, err := nodes.Node(0).Do("GET", "redlock:node")
+			return err == nil && v != nil
+		}, 2*time.Second, time.Millisecond, "node 0 is marked")
 
 		nodes.Node(0).Restart()
 		nodes.Node(1).Kill() // the quorum of 2 needs node 0
