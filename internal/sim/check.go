@@ -80,11 +80,16 @@ func (w *world) noteLeader(token string, h *holding) {
 // said there is none: it returns the leader whose election key a
 // quorum of nodes that were healthy all along holds, while its lock is
 // valid with room to spare and its campaign had returned before the call
-// began; "" when there is none. Such a leader should
-// have been named (the leader record is repaired where it is missing).
+// began, and whose record at least one of those nodes still holds; ""
+// when there is none. Such a leader should have been named (the record
+// is repaired where it is missing). A leader whose record none of them
+// holds (record-lost faults took it from four nodes, and the fifth is
+// down) cannot be named by anyone but itself: its next extension writes
+// the record back.
 func (w *world) leaderOnQuorum(call time.Duration) string {
 	key := wire.ElectionKey(electionName)
 	counts := map[string]int{}
+	known := map[string]bool{} // a healthy node with the key holds its record
 	w.mu.Lock()
 	now := time.Now()
 	healthy := make([]bool, len(w.nodes))
@@ -101,11 +106,12 @@ func (w *world) leaderOnQuorum(call time.Duration) string {
 		seen = append(seen, fmt.Sprintf("node %d: healthy=%v key=%s record=%s err=%v", i+1, healthy[i], tokenTail(tok), tokenTail(r), err))
 		if healthy[i] && tok != "" {
 			counts[tok]++
+			known[tok] = known[tok] || r == tok
 		}
 	}
 	quorum := len(w.nodes)/2 + 1
 	for tok, k := range counts {
-		if k < quorum {
+		if k < quorum || !known[tok] {
 			continue
 		}
 		w.mu.Lock()
