@@ -29,6 +29,14 @@ type Marker struct {
 	Seen    int64  // for a "~" or "?" record, the uptime in seconds at the first sighting; 0 otherwise
 }
 
+// UnknownLineage is the lineage the restart check reports when the node
+// refused it INFO replication (an ACL without +info|replication): it
+// cannot tell a promoted replica from its master then.
+const UnknownLineage = "0"
+
+// MarkerOf is the marker that names a node's process and lineage.
+func MarkerOf(runID, lineage string) string { return runID + " " + lineage }
+
 // ParseMarker reads a value of MarkerKey. A value of none of the forms
 // (Marker says which) gives the zero Marker: a check takes it for the
 // marker of another process.

@@ -218,14 +218,6 @@ func ParseNodeCheck(reply any) (NodeFacts, error) {
 	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted}, nil
 }
 
-// UnknownLineage is the lineage the restart check reports when the node
-// refused it INFO replication (an ACL without +info|replication): it
-// cannot tell a promoted replica from its master then.
-const UnknownLineage = "0"
-
-// MarkerOf is the marker that names a node's process and lineage.
-func MarkerOf(runID, lineage string) string { return runID + " " + lineage }
-
 // Announcement is a release's message on a key's channels: "" when the
 // key was left free for anyone; "<waiter id>" when it is kept for that
 // waiter (a reservation); "<waiter id> <round>" when it was handed to
