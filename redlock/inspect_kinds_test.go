@@ -213,6 +213,18 @@ func TestElectionInspect_namesTheLeaderItsTermAndTTL(t *testing.T) {
 	for _, n := range nodes {
 		require.Eventually(t, func() bool { return recordOf(n, "e")["token"] == l.Token() }, 5*time.Second, time.Millisecond)
 	}
+	// The term is written back to the nodes that did not mint it after
+	// the campaign returned, apart from the record.
+	require.Eventually(t, func() bool {
+		in, err := e.Inspect(ctx)
+		require.NoError(t, err)
+		for _, n := range in.Nodes {
+			if n.Fence < l.Fence() {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the term is on every node")
 	nodes[0].server("ZADD", wire.WaitersKey(wire.ElectionKey("e")), 1, "zz9.1")
 	in, err = e.Inspect(ctx)
 	require.NoError(t, err)
