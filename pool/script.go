@@ -34,6 +34,10 @@ func NewScript(keyCount int, src string) *Script {
 	return s
 }
 
+// Keys returns how many keys the script takes: the count given to
+// NewScript, negative when each call gives it.
+func (s *Script) Keys() int { return s.keys }
+
 // Source returns the script's Lua source, for EVAL.
 func (s *Script) Source() string { return s.src }
 

@@ -109,6 +109,11 @@ const (
 )
 
 func callKind(script *pool.Script, cmd string) string {
+	if base, ok := wire.Unsharded(script); ok {
+		// A grant asked with its shard's identity (shards.go): a plain
+		// SET, or the script it wraps.
+		script, cmd = base, "SET"
+	}
 	switch script {
 	case nil:
 		return strings.ToUpper(cmd)
@@ -189,7 +194,11 @@ func (n *testNode) call(ctx context.Context, script *pool.Script, cmd string, ar
 	reply, err := n.run(ctx, script, cmd, args)
 	token := ""
 	if kind == callSet {
-		token = acquisitionToken(script, args)
+		base := script
+		if b, ok := wire.Unsharded(script); ok {
+			base = b
+		}
+		token = acquisitionToken(base, args)
 	}
 	n.record(kind, token)
 	return reply, err

@@ -142,6 +142,10 @@ type restarts struct {
 	// node: each connection is numbered by it (subConn.opened) once its
 	// dial succeeded, and each check notes it when it begins.
 	subs atomic.Uint64
+	// clusters[i] is set once a check found node i in cluster mode: its
+	// grants then count shard by shard (shards.go), by shards[i].
+	clusters []atomic.Bool
+	shards   []shards
 }
 
 func (c *Client) initRestarts() {
@@ -149,6 +153,11 @@ func (c *Client) initRestarts() {
 	c.rs.checking = make([]atomic.Bool, len(c.pools))
 	c.rs.gens = make([]pool.Reconnector, len(c.pools))
 	c.rs.lastErr = make([]atomic.Pointer[error], len(c.pools))
+	c.rs.clusters = make([]atomic.Bool, len(c.pools))
+	c.rs.shards = make([]shards, len(c.pools))
+	for i := range c.rs.shards {
+		c.rs.shards[i].views, c.rs.shards[i].checking = map[string]*shardView{}, map[uint16]bool{}
+	}
 	ch := make(chan struct{})
 	c.rs.checked.Store(&ch)
 	c.rs.firstDone = make(chan struct{})
@@ -386,8 +395,8 @@ func (c *Client) awaitCheck(i int, gen uint64, deadline time.Time) error {
 // is not known to be the one counted. Otherwise it starts a check in the
 // background; the node's waiters count again when it is done.
 func (c *Client) countsHeard(i int, conn uint64) bool {
-	if c.counts(i) != nil {
-		return false
+	if c.counts(i) != nil || c.clustered(i) {
+		return false // on a cluster node, a hand-off does not say which shard made it (shards.go)
 	}
 	if c.cfg.maxTTL == 0 {
 		return true
@@ -475,6 +484,7 @@ type nodeFacts struct {
 	lineage string        // the dataset's replication id
 	uptime  time.Duration // at most the true uptime (uptimeFloor), or the time since a copied dataset was first seen
 	copied  bool          // the dataset came from another process or lineage (uptime is since it was first seen)
+	cluster bool          // the node runs in cluster mode: the marker is one slot's (shards.go)
 	marker  string        // the run id when marked; "~": another process's or lineage's marker; "": none
 	gen     uint64
 	subs    uint64    // restarts.subs when the check began
@@ -541,10 +551,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 			c.rs.lastErr[i].Store(&err)
 			return f, err
 		}
-		if f.lineage == wire.UnknownLineage {
-			c.warnNode(c.pools[i].Addr(), "restart safety cannot see a failover on this node", errNoLineage)
-		}
-		c.rs.lastErr[i].Store(nil)
+		c.noteFacts(i, f)
 		f.at, f.subs = c.cfg.clock.Now(), subs
 		if g == nil {
 			return f, nil
@@ -556,6 +563,19 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 		// again on the connection in use now.
 	}
 	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
+}
+
+// noteFacts notes what node i's check f tells beside its process: that
+// the node is a cluster (its grants then count shard by shard), that its
+// lineage is unknown (logged), and that the check succeeded.
+func (c *Client) noteFacts(i int, f nodeFacts) {
+	if f.cluster {
+		c.rs.clusters[i].Store(true)
+	}
+	if f.lineage == wire.UnknownLineage {
+		c.warnNode(c.pools[i].Addr(), "restart safety cannot see a failover on this node", errNoLineage)
+	}
+	c.rs.lastErr[i].Store(nil)
 }
 
 // cancelOnClose calls cancel, which ends a check's ctx, once the Client
@@ -609,7 +629,7 @@ func parseFacts(reply any) (nodeFacts, error) {
 	if err != nil {
 		return nodeFacts{}, err
 	}
-	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage}
+	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage, cluster: w.Cluster}
 	if w.Sighted >= 0 {
 		// A dataset that came from elsewhere (a promoted replica, a
 		// restart from a snapshot): what it missed is counted from when
@@ -641,6 +661,7 @@ type answer struct {
 // than N-quorum nodes lost their data at once). Every node is then
 // counted and marked at once.
 func (c *Client) checkAll(ctx context.Context) {
+	began := c.cfg.clock.Now()
 	answers, n := c.startChecks(ctx)
 	got, took := c.firstAnswers(answers, n)
 	ok := 0
@@ -660,6 +681,9 @@ func (c *Client) checkAll(ctx context.Context) {
 		c.askUnmarkedAgain(ctx, got, took)
 	}
 	adopt := func(a answer) {
+		if fresh && a.err == nil && a.f.marker == "" {
+			c.noteFresh(a.i, began) // before the node counts (shards.go)
+		}
 		if a.err == nil && c.adopt(a.i, a.f, fresh) {
 			c.mark(a.i, a.f.runID, a.f.lineage)
 		}

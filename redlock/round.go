@@ -95,9 +95,10 @@ type round struct {
 
 // nodeCall receives node i's reply of a round.
 type nodeCall struct {
-	r   *round
-	i   int
-	out outcome // filed before i is sent on the round's late channel
+	r       *round
+	i       int
+	wrapped bool    // the grant was asked with its shard's identity (shards.go)
+	out     outcome // filed before i is sent on the round's late channel
 }
 
 // Receive implements async.Receiver: it files the reply and, with the last
@@ -106,6 +107,12 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	r := nc.r
 	if r.req.tx != nil {
 		reply, err = r.txReply(nc.i, reply, err)
+	}
+	var shard string
+	if nc.wrapped && err == nil {
+		if shard, reply, err = wire.ShardReply(reply); err != nil {
+			err = &pool.NodeError{Addr: r.nodes[nc.i].Addr, Op: "EVALSHA", Err: err}
+		}
 	}
 	if err != nil {
 		if !replied(err) {
@@ -117,27 +124,48 @@ func (nc *nodeCall) Receive(reply any, err error) {
 	}
 	status, err := r.req.status(r.nodes[nc.i].Addr, reply, err)
 	if status == NodeOK && r.req.gate {
-		gen := r.c.generation(nc.i) // read with the reply: what a check must have seen
-		wait, e := r.c.countAt(nc.i, gen, true)
-		if wait {
-			// The node is not counted yet, and a check under way (the
-			// first acquisition's goes out beside it) may settle it: the
-			// grant counts once that check says so, if it does before
-			// the round's node timeout (restart.go).
-			go func() {
-				status, err := NodeOK, r.c.awaitCheck(nc.i, gen, r.start.Add(r.c.cfg.nodeTimeout))
-				if err != nil {
-					status = NodeFailed
-				}
-				nc.file(reply, status, err)
-			}()
-			return
-		}
-		if e != nil {
-			status, err = NodeFailed, e
-		}
+		nc.gate(reply, shard)
+		return
 	}
 	nc.file(reply, status, err)
+}
+
+// gate files node i's grant (reply, made by the shard whose identity is
+// shard on a cluster node) once restart safety says whether it counts:
+// at once, or, when a check under way (the first acquisition's goes out
+// beside it) may settle it, once that check says so, if it does before
+// the round's node timeout (restart.go, shards.go).
+func (nc *nodeCall) gate(reply any, shard string) {
+	r := nc.r
+	gen := r.c.generation(nc.i) // read with the reply: what a check must have seen
+	wait, err := r.c.countAt(nc.i, gen, true)
+	swait := false
+	if !wait && err == nil && r.c.clustered(nc.i) {
+		swait, err = r.c.shardCounts(nc.i, shard, nc.wrapped, r.slotKey(), true)
+	}
+	if !wait && !swait {
+		if err != nil {
+			nc.file(reply, NodeFailed, err)
+		} else {
+			nc.file(reply, NodeOK, nil)
+		}
+		return
+	}
+	go func() {
+		deadline := r.start.Add(r.c.cfg.nodeTimeout)
+		var err error
+		if wait {
+			err = r.c.awaitCheck(nc.i, gen, deadline)
+		}
+		if err == nil {
+			err = r.c.awaitShard(nc.i, shard, nc.wrapped, r.slotKey(), deadline)
+		}
+		if err != nil {
+			nc.file(reply, NodeFailed, err)
+		} else {
+			nc.file(reply, NodeOK, nil)
+		}
+	}()
 }
 
 // file hands node i's outcome to the round and, with the last one, marks
@@ -430,9 +458,16 @@ func (r *round) send(i int, when sendTime) {
 		r.c.txStarters[i].StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
 		return
 	}
+	script := r.req.script
+	if r.req.gate && r.c.wrapGrant(i) {
+		if script == nil {
+			script = wire.CommandScript(r.req.cmd) // the plain SET NX PX GET
+		}
+		script, rcv.wrapped = wire.Sharded(script), true
+	}
 	if s := r.c.starters[i]; s != nil {
-		if r.req.script != nil {
-			s.StartEval(rcv, r.req.script, r.req.args...)
+		if script != nil {
+			s.StartEval(rcv, script, r.req.args...)
 		} else {
 			s.Start(rcv, r.req.cmd, r.req.args...)
 		}
@@ -446,8 +481,8 @@ func (r *round) send(i int, when sendTime) {
 		defer cancel()
 		var reply any
 		var err error
-		if r.req.script != nil {
-			reply, err = p.Eval(ctx, r.req.script, r.req.args...)
+		if script != nil {
+			reply, err = p.Eval(ctx, script, r.req.args...)
 		} else {
 			reply, err = p.Do(ctx, r.req.cmd, r.req.args...)
 		}
@@ -578,3 +613,23 @@ func setStatus(addr string, reply any, err error) (NodeStatus, error) {
 // errSetOK is the error of a node that answered SET key token NX PX ttl
 // GET with +OK.
 var errSetOK = errors.New(`unexpected reply "OK" to SET NX GET: Redis answers nil when it took the key, or the holder's value; a node that answers OK ignored GET (not Redis 7.0 or later, or a proxy that rewrites replies): not counted`)
+
+// slotKey returns a key of the round's request: every key a request
+// names is in one hash slot.
+func (r *round) slotKey() string {
+	switch {
+	case r.req.tx != nil:
+		return r.req.tx.key
+	case r.req.script == nil:
+		if len(r.req.args) == 0 {
+			return ""
+		}
+		key, _ := r.req.args[0].(string) // a command's first argument is its key
+		return key
+	}
+	keys, _, err := r.req.script.Split(r.req.args)
+	if err != nil || len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
+}

@@ -789,9 +789,9 @@ func extendAndUnlock(t *testing.T, f Factory) {
 // one for the cluster at seeds. Each of 3 Redlock nodes is a 3-master
 // cluster; locks on keys with and without hash tags are taken, waited for
 // (hand-offs), extended and fenced, and multi-key locks need a common
-// hash tag. Restart safety is off: its marker is in one slot of each
-// cluster (docs/operations.md).
-func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Pool) {
+// hash tag. Restart safety is off unless opts turn it on (they come
+// after the defaults).
+func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Pool, opts ...redlock.Option) {
 	clusters := redistest.StartRedisClustersT(t, 3, 3)
 	if clusters == nil {
 		return
@@ -806,7 +806,7 @@ func RunCluster(t *testing.T, newPool func(t testing.TB, seeds []string) pool.Po
 		// A fresh cluster client's first call loads the slots and dials a
 		// master: more than the default node timeout (50ms) on a busy
 		// machine under -race.
-		c, err := redlock.New(pools, redlock.WithRestartSafety(0), redlock.WithNodeTimeout(time.Second))
+		c, err := redlock.New(pools, append([]redlock.Option{redlock.WithRestartSafety(0), redlock.WithNodeTimeout(time.Second)}, opts...)...)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		return c

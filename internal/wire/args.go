@@ -127,6 +127,13 @@ func NodeCheckArgs(mark string) []any {
 	return []any{MarkerKey, mark}
 }
 
+// ShardCheckArgs are the restart check's keys and arguments for the shard
+// of a cluster node that serves slot (ShardMarkerKey); mark as in
+// NodeCheckArgs.
+func ShardCheckArgs(slot uint16, mark string) []any {
+	return []any{ShardMarkerKey(slot), mark}
+}
+
 // MultiAcquireArgs are the multi-key acquisition's key count, keys and
 // arguments: keys take token for ms; with fencing (epoch is not "") their
 // fence counters and their slots' epochs come after them.

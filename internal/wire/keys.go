@@ -68,6 +68,13 @@ func EpochKey(slot uint16) string { return "redlock:epoch:{" + keyslot.Tag(slot)
 // reads them). It has no TTL.
 const MarkerKey = "redlock:node"
 
+// ShardMarkerKey is MarkerKey's counterpart for one hash slot of a node
+// that is a Redis Cluster: the restart check of the shard that serves
+// slot reads and writes it (its forms are MarkerKey's). One per slot that
+// took a lock, under the epoch's name (so that the ACL pattern for the
+// epochs covers it); no TTL.
+func ShardMarkerKey(slot uint16) string { return EpochKey(slot) + ":node" }
+
 // ReleaseChannel is where every node announces, with an empty message,
 // that key was released and left free for anyone. The short release
 // (release_free.lua) takes ReleasedPrefix and completes it, which spares

@@ -199,12 +199,14 @@ type NodeFacts struct {
 	Marked  string // the run id when marked; "~": another process's or lineage's marker; "": none
 	Lineage string // the dataset's replication id (master_replid)
 	Sighted int64  // -1, or the seconds since this process and lineage were first seen unmarked
+	Cluster bool   // the node runs in cluster mode: the marker read is one slot's
 }
 
-// ParseNodeCheck reads {run id, uptime, marked, replication id, sighted}.
+// ParseNodeCheck reads {run id, uptime, marked, replication id, sighted,
+// cluster}.
 func ParseNodeCheck(reply any) (NodeFacts, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 5 {
+	if !ok || len(vs) != 6 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
 	id, ok1 := String(vs[0])
@@ -212,10 +214,11 @@ func ParseNodeCheck(reply any) (NodeFacts, error) {
 	marked, ok3 := String(vs[2])
 	lineage, ok4 := String(vs[3])
 	sighted, ok5 := vs[4].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || id == "" || up < 0 || lineage == "" || sighted < -1 {
+	cluster, ok6 := vs[5].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || id == "" || up < 0 || lineage == "" || sighted < -1 || cluster&^1 != 0 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted}, nil
+	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted, Cluster: cluster == 1}, nil
 }
 
 // Announcement is a release's message on a key's channels: "" when the

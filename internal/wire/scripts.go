@@ -188,6 +188,7 @@ func init() {
 		}
 		calls[s.Script.Hash()] = lines
 	}
+	wrapScripts()
 }
 
 // Called returns the command that line of the script whose SHA1 is hash

@@ -87,9 +87,19 @@ func TestGeneration_growsWhenTheClientDials(t *testing.T) {
 
 // Redlock nodes that are Redis Clusters, through *redis.ClusterClient.
 func TestConformance_clusterNodes(t *testing.T) {
-	pooltest.RunCluster(t, func(t testing.TB, seeds []string) pool.Pool {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = cc.Close() })
-		return goredis.New(cc)
-	})
+	pooltest.RunCluster(t, newClusterPool)
+}
+
+// The same with restart safety on: grants count shard by shard, and
+// hand-offs are claimed by a round (redlock/shards.go).
+func TestConformance_clusterNodesWithRestartSafety(t *testing.T) {
+	pooltest.RunCluster(t, newClusterPool, redlock.WithRestartSafety(time.Minute))
+}
+
+// newClusterPool is a pool over a cluster client with seeds, closed when
+// the test ends.
+func newClusterPool(t testing.TB, seeds []string) pool.Pool {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return goredis.New(cc)
 }

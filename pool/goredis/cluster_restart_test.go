@@ -1,0 +1,148 @@
+package goredis_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/pool/goredis"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// Restart safety on Redlock nodes that are Redis Clusters, through
+// *redis.ClusterClient (docs/safety.md, "Nodes that are Redis Clusters").
+
+// clusterClient is a Redlock Client over one cluster client per cluster,
+// each closed when the test ends, with its exclusions recorded.
+func clusterClient(t *testing.T, clusters []*redistest.RedisCluster, opts ...redlock.Option) (*redlock.Client, *exclusions) {
+	t.Helper()
+	pools := make([]pool.Pool, len(clusters))
+	for i, rc := range clusters {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = cc.Close() })
+		pools[i] = goredis.New(cc, goredis.WithName("cluster"+strconv.Itoa(i)))
+	}
+	ex := &exclusions{}
+	// A fresh cluster client's first call loads the slots and dials a
+	// master: more than the default node timeout on a busy machine.
+	c, err := redlock.New(pools, append([]redlock.Option{redlock.WithNodeTimeout(time.Second), redlock.WithObserver(ex)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c, ex
+}
+
+// keyOffMarker returns a key named after prefix whose slot a master of rc
+// other than the one that holds the restart marker serves.
+func keyOffMarker(rc *redistest.RedisCluster, prefix string) string {
+	marker := rc.MasterFor(wire.MarkerKey)
+	for n := 0; ; n++ {
+		if k := prefix + strconv.Itoa(n); rc.MasterFor(k) != marker {
+			return k
+		}
+	}
+}
+
+// Three Redlock nodes, each a cluster of three masters. A holds a key
+// served, on every cluster, by a shard other than the one with the
+// restart marker. That shard restarts empty on two clusters: it lost A's
+// key, and the check of the marker sees nothing. Neither A's Client nor a
+// new one may take the key again while A holds it; the restarted shards
+// count again once they have run for the maximum TTL.
+func TestCluster_aShardRestartedEmptyIsNotCountedUntilTheMaxTTL(t *testing.T) {
+	t.Parallel()
+	const maxTTL = 3 * time.Second
+	clusters := redistest.StartRedisClustersT(t, 3, 3)
+	if clusters == nil {
+		return
+	}
+	a, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	key := keyOffMarker(clusters[0], "lock:shard:")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := a.TryLock(ctx, key, maxTTL)
+	require.NoError(t, err, "the first Client of a new deployment counts every shard at once")
+
+	for _, rc := range clusters[:2] {
+		s := rc.MasterFor(key)
+		require.NoError(t, s.Kill())
+		require.NoError(t, s.Restart())
+	}
+	restarted := time.Now()
+	waitClusters(t, clusters)
+
+	b, ex := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	excluded := map[*redlock.Client]int{}
+	for held.Validity() > 200*time.Millisecond {
+		for _, c := range []*redlock.Client{a, b} {
+			_, err := c.TryLock(ctx, key, maxTTL)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a second owner while the first holds %v more", held.Validity())
+			var qe *redlock.QuorumError
+			require.True(t, errors.As(err, &qe))
+			for _, n := range qe.Nodes[:2] {
+				if errors.Is(n.Err, redlock.ErrNodeRestarted) {
+					excluded[c]++
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Positive(t, excluded[a], "A's Client names the restarted shards")
+	require.Positive(t, excluded[b], "a new Client names the restarted shards")
+	require.NotEmpty(t, ex.list(), "the exclusion is reported")
+
+	// Another key of the same shards: taken once the restarted shards have
+	// run for the maximum TTL.
+	other := key + ":other"
+	for clusters[0].MasterFor(other) != clusters[0].MasterFor(key) {
+		other += "x"
+	}
+	var l *redlock.Lock
+	waitFor(t, 3*maxTTL, func() bool {
+		l, err = b.TryLock(ctx, other, time.Second)
+		return err == nil
+	}, "the restarted shards count again: %v", err)
+	took := time.Since(restarted)
+	t.Logf("the restarted shards counted again %v after their restart", took.Round(10*time.Millisecond))
+	require.GreaterOrEqual(t, took, maxTTL-time.Second, "not before the maximum TTL (less Redis's rounding of uptime)")
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// waitClusters waits until every node of every cluster reports
+// cluster_state:ok.
+func waitClusters(t *testing.T, clusters []*redistest.RedisCluster) {
+	t.Helper()
+	waitFor(t, 15*time.Second, func() bool {
+		for _, rc := range clusters {
+			for _, s := range rc.Nodes() {
+				if infoCluster(s) != "ok" {
+					return false
+				}
+			}
+		}
+		return true
+	}, "the clusters are whole again")
+}
+
+// infoCluster returns s's cluster_state, or "" when it does not answer.
+func infoCluster(s *redistest.Server) string {
+	v, err := s.Do("CLUSTER", "INFO")
+	if err != nil {
+		return ""
+	}
+	b, _ := v.([]byte)
+	for _, line := range strings.Split(string(b), "\n") {
+		if st, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok {
+			return st
+		}
+	}
+	return ""
+}
