@@ -23,13 +23,15 @@ import (
 
 // clusterClient is a Redlock Client over one cluster client per cluster,
 // each closed when the test ends, with its exclusions recorded.
-func clusterClient(t *testing.T, clusters []*redistest.RedisCluster, opts ...redlock.Option) (*redlock.Client, *exclusions) {
+func clusterClient(t *testing.T, clusters []*redistest.RedisCluster, opts ...redlock.Option) (*redlock.Client, *exclusions, []*redis.ClusterClient) {
 	t.Helper()
 	pools := make([]pool.Pool, len(clusters))
+	ccs := make([]*redis.ClusterClient, len(clusters))
 	for i, rc := range clusters {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.AllAddrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = cc.Close() })
 		pools[i] = goredis.New(cc, goredis.WithName("cluster"+strconv.Itoa(i)))
+		ccs[i] = cc
 	}
 	ex := &exclusions{}
 	// A fresh cluster client's first call loads the slots and dials a
@@ -37,7 +39,7 @@ func clusterClient(t *testing.T, clusters []*redistest.RedisCluster, opts ...red
 	c, err := redlock.New(pools, append([]redlock.Option{redlock.WithNodeTimeout(time.Second), redlock.WithObserver(ex)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
-	return c, ex
+	return c, ex, ccs
 }
 
 // keyOffMarker returns a key named after prefix whose slot a master of rc
@@ -64,7 +66,7 @@ func TestCluster_aShardRestartedEmptyIsNotCountedUntilTheMaxTTL(t *testing.T) {
 	if clusters == nil {
 		return
 	}
-	a, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	a, _, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
 	key := keyOffMarker(clusters[0], "lock:shard:")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -79,7 +81,7 @@ func TestCluster_aShardRestartedEmptyIsNotCountedUntilTheMaxTTL(t *testing.T) {
 	restarted := time.Now()
 	waitClusters(t, clusters)
 
-	b, ex := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	b, ex, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
 	excluded := map[*redlock.Client]int{}
 	for held.Validity() > 200*time.Millisecond {
 		for _, c := range []*redlock.Client{a, b} {
@@ -145,4 +147,76 @@ func infoCluster(s *redistest.Server) string {
 		}
 	}
 	return ""
+}
+
+// Three Redlock nodes, each a cluster of two masters with a replica each,
+// the replicas up for longer than the maximum TTL. On two clusters, the
+// shard that serves A's key (not the one with the restart marker) stops
+// replicating, A takes the key, and the master dies: its replica, which
+// never got A's key, takes its slots over. Neither A's Client nor a new
+// one may take the key while A holds it; the promoted shards count again
+// once the maximum TTL has passed since a check first saw them.
+func TestCluster_aShardFailedOverToAReplicaThatMissedALockIsNotCountedUntilTheMaxTTL(t *testing.T) {
+	t.Parallel()
+	// Long enough for the cluster clients to find the promoted masters
+	// (a round to the dead one waits for the node timeout) while A holds.
+	const maxTTL = 4 * time.Second
+	clusters := redistest.StartRedisClustersReplicatedT(t, 3, 2)
+	if clusters == nil {
+		return
+	}
+	time.Sleep(maxTTL + time.Second) // the replicas have run for longer than any lock
+	a, _, accs := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	key := keyOffMarker(clusters[0], "lock:failover:")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, rc := range clusters[:2] {
+		require.NoError(t, rc.CutReplication(rc.MasterFor(key)))
+	}
+	held, err := a.TryLock(ctx, key, maxTTL)
+	require.NoError(t, err)
+	for _, rc := range clusters[:2] {
+		promoted, err := rc.FailOver(rc.MasterFor(key))
+		require.NoError(t, err)
+		v, err := promoted.Do("EXISTS", key)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), v, "the promoted replica missed the lock")
+	}
+	failedOver := time.Now()
+	// A's cluster clients still send the key's slot to the dead masters:
+	// go-redis reloads the slots when its view is 10s old, or at once on
+	// a MOVED answer. Here, at once.
+	for _, cc := range accs {
+		cc.ReloadState(ctx)
+	}
+
+	b, ex, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	excluded := map[*redlock.Client]int{}
+	for held.Validity() > 200*time.Millisecond {
+		for _, c := range []*redlock.Client{a, b} {
+			_, err := c.TryLock(ctx, key, maxTTL)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a second owner while the first holds %v more", held.Validity())
+			var qe *redlock.QuorumError
+			require.True(t, errors.As(err, &qe))
+			for _, n := range qe.Nodes[:2] {
+				if errors.Is(n.Err, redlock.ErrNodeRestarted) {
+					excluded[c]++
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Positive(t, excluded[a], "A's Client names the promoted shards")
+	require.Positive(t, excluded[b], "a new Client names the promoted shards")
+	require.NotEmpty(t, ex.list(), "the exclusion is reported")
+
+	var l *redlock.Lock
+	waitFor(t, 3*maxTTL, func() bool {
+		l, err = b.TryLock(ctx, key, time.Second)
+		return err == nil
+	}, "the promoted shards count again: %v", err)
+	took := time.Since(failedOver)
+	t.Logf("the promoted shards counted again %v after the failover", took.Round(10*time.Millisecond))
+	require.GreaterOrEqual(t, took, maxTTL-time.Second, "not before the maximum TTL (less Redis's rounding of uptime)")
+	require.NoError(t, l.Unlock(ctx))
 }
