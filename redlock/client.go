@@ -102,7 +102,6 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 		c.allStart = c.allStart && c.starters[i] != nil
 		c.allTx = c.allTx && c.txStarters[i] != nil
 	}
-	c.rs.alongside = oneConnEach(c.starters)
 	return c, nil
 }
 

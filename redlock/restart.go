@@ -77,14 +77,16 @@ func WithDurableNodes() Option {
 //     connection was opened between the check and the grant, whichever
 //     of the two replies came first: both connections were open at once,
 //     so they talked to one process.
-//   - On pools that send everything on one connection (async.OneConn:
-//     pool.New's), the first check goes out beside the first acquisition,
-//     not before it: the first lock costs no round trip of its own. On
-//     others, which may open a connection for each concurrent command,
-//     the check and the acquisition would open two, and the grant would
-//     come on a connection the check did not see: there the first
-//     acquisition waits for the first check (alongside is false), for no
-//     longer than its context and the node timeout.
+//   - The first check goes out beside the first acquisition, not before
+//     it: the first lock costs no round trip of its own. A pool may send
+//     the two on different connections, so a grant sent before the node
+//     was checked on the pool's connections (the first, or one after the
+//     pool reconnected) is asked with the identity of the dataset that
+//     makes it (wire.Sharded: its replication id, which a restart or a
+//     promotion changes; the run id where INFO replication is refused).
+//     It counts when that identity is the checked process's, whatever
+//     connection it came on (countProved); otherwise it waits for a check
+//     that sees it.
 //   - A check is bounded by checkPatience, not by the node timeout: a
 //     check that answers after the round that started it was decided
 //     still settles the node for the next call, which waits for it rather
@@ -120,15 +122,9 @@ type restarts struct {
 	lastErr  []atomic.Pointer[error]    // why the last check failed; nil after one succeeded
 	// The check of every node that goes out with the first acquisition:
 	// the first caller starts it in the background (allBusy is set while
-	// it runs) and it closes firstDone when done. With alongside, nobody
-	// waits for it before sending: a grant waits for it in its own round
-	// (awaitCheck). Otherwise callers wait for firstDone, their context or
-	// the node timeout, whichever comes first: a channel, not a
-	// sync.Once, so that a caller is not held past its deadline, and a
-	// Client inside a testing/synctest bubble does not stop virtual time.
+	// it runs). Nobody waits for it before sending: a grant waits for it
+	// in its own round (awaitCheck).
 	firstTaken atomic.Bool
-	firstDone  chan struct{}
-	alongside  bool
 	// checked is closed, and replaced, whenever a check ended or changed
 	// a node's view: a grant that waits for a check waits on it.
 	checked atomic.Pointer[chan struct{}]
@@ -160,7 +156,6 @@ func (c *Client) initRestarts() {
 	}
 	ch := make(chan struct{})
 	c.rs.checked.Store(&ch)
-	c.rs.firstDone = make(chan struct{})
 	for i, p := range c.pools {
 		if g, ok := p.(pool.Reconnector); ok {
 			c.rs.gens[i] = g
@@ -216,11 +211,9 @@ func (c *Client) maxTTL() time.Duration {
 }
 
 // beforeAcquire readies restart safety for an acquisition with ttl: the
-// first one starts the check of every node, in the background. With
-// alongside it never waits: the acquisition goes out beside the check,
-// and its grants wait for the check (awaitCheck). Otherwise it waits for
-// the first check to end, for at most the node timeout and no longer
-// than ctx.
+// first one starts the check of every node, in the background. It never
+// waits: the acquisition goes out beside the check, and its grants wait
+// for the check (awaitCheck).
 func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 	if c.cfg.maxTTL == 0 {
 		return
@@ -232,28 +225,11 @@ func (c *Client) beforeAcquire(ctx context.Context, ttl time.Duration) {
 		if !c.bg.goTracked(func() {
 			c.checkAll(bctx)
 			c.rs.allBusy.Store(false) // before the poke: a waiter it wakes may ask again
-			close(c.rs.firstDone)
 			c.checkEnded()
 			c.notify.poke()
 		}) {
 			c.rs.allBusy.Store(false)
-			close(c.rs.firstDone)
 		}
-	}
-	if c.rs.alongside {
-		return
-	}
-	select {
-	case <-c.rs.firstDone:
-		return
-	default:
-	}
-	t := c.timer(c.cfg.nodeTimeout)
-	defer c.putTimer(t)
-	select {
-	case <-c.rs.firstDone:
-	case <-ctx.Done():
-	case <-t.C():
 	}
 }
 
@@ -311,14 +287,23 @@ func (c *Client) generation(i int) uint64 { return c.rs.gens[i].Generation() }
 // background (unless one is under way), and wait says that a check under
 // way may still make it count (awaitCheck). It never blocks.
 func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
+	return c.countProved(i, gen, "", start)
+}
+
+// countProved is countAt for a grant that came with proof, the identity
+// of the dataset that made it (wire.Sharded; "" for none): a grant whose
+// identity is the checked process's counts whatever connection it came
+// on, and one whose identity is another's waits for a check that sees it.
+func (c *Client) countProved(i int, gen uint64, proof string, start bool) (wait bool, err error) {
 	if c.cfg.maxTTL == 0 {
 		return false, nil
 	}
 	v := c.rs.views[i].Load()
-	for v == nil || v.marking || gen > v.gen {
+	for v == nil || v.marking || c.stale(i, v, gen, proof) {
 		// Not checked, being marked, or checked on an older connection
-		// than the reply's: a check that runs now sees the reply's
-		// process (while no connection was opened since the reply).
+		// than the reply's (or of another dataset than the proof's): a
+		// check that runs now sees the reply's process (while no
+		// connection was opened since the reply).
 		if start {
 			c.recheck(i)
 		}
@@ -333,11 +318,36 @@ func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 		}
 		return false, c.unchecked(i)
 	}
-	if gen < v.gen {
+	if proof == "" && gen < v.gen {
 		// Checked on a connection opened after the reply was read: the
 		// check says nothing of the reply's.
 		return false, errUnchecked
 	}
+	if proof != "" && start && gen > v.gen {
+		// Proved; the pool opened a connection since the check: check
+		// again in the background, so that later grants need no proof.
+		c.recheck(i)
+	}
+	return c.countView(i, v)
+}
+
+// stale reports whether node i's view v says nothing of a reply read at
+// connection generation gen with proof (countProved): a connection was
+// opened since the check, or, with a proof, it names another dataset. On a
+// cluster node the proof is the shard's, which the shard gate checks.
+func (c *Client) stale(i int, v *nodeView, gen uint64, proof string) bool {
+	switch {
+	case proof == "":
+		return gen > v.gen
+	case c.rs.clusters[i].Load():
+		return false
+	}
+	return wire.ShardOf(v.runID, v.lineage) != proof
+}
+
+// countView reports whether node i counts by its view v (checked, marked,
+// of the reply's process): err is nil when it does, otherwise why not.
+func (c *Client) countView(i int, v *nodeView) (wait bool, err error) {
 	if v.from.IsZero() {
 		return false, nil
 	}
@@ -359,19 +369,19 @@ func (c *Client) countAt(i int, gen uint64, start bool) (wait bool, err error) {
 const awaitWakes = 8
 
 // awaitCheck waits for a check of node i that may make its grant, read at
-// connection generation gen, count (countAt said wait), until deadline
-// (its round's node timeout) or Close, and returns why the grant does not
-// count, or nil when it does. After a check under way ended, it starts
-// one more when the node was checked on an older connection than the
-// grant's.
-func (c *Client) awaitCheck(i int, gen uint64, deadline time.Time) error {
+// connection generation gen with proof (countProved), count (countProved
+// said wait), until deadline (its round's node timeout) or Close, and
+// returns why the grant does not count, or nil when it does. After a
+// check under way ended, it starts one more when the node was checked on
+// an older connection than the grant's, or saw another dataset.
+func (c *Client) awaitCheck(i int, gen uint64, proof string, deadline time.Time) error {
 	t := c.cfg.clock.NewTimer(max(deadline.Sub(c.cfg.clock.Now()), 0))
 	defer t.Stop()
 	var err error
 	for range awaitWakes {
 		ev := c.checkEvent() // before looking: a check that ends after the look closes it
 		var wait bool
-		if wait, err = c.countAt(i, gen, true); !wait {
+		if wait, err = c.countProved(i, gen, proof, true); !wait {
 			return err
 		}
 		select {
@@ -382,7 +392,7 @@ func (c *Client) awaitCheck(i int, gen uint64, deadline time.Time) error {
 			return err
 		}
 	}
-	_, err = c.countAt(i, gen, false)
+	_, err = c.countProved(i, gen, proof, false)
 	return err
 }
 

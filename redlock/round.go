@@ -138,7 +138,11 @@ func (nc *nodeCall) Receive(reply any, err error) {
 func (nc *nodeCall) gate(reply any, shard string) {
 	r := nc.r
 	gen := r.c.generation(nc.i) // read with the reply: what a check must have seen
-	wait, err := r.c.countAt(nc.i, gen, true)
+	proof := ""
+	if nc.wrapped {
+		proof = shard // the identity of the dataset that granted
+	}
+	wait, err := r.c.countProved(nc.i, gen, proof, true)
 	swait := false
 	if !wait && err == nil && r.c.clustered(nc.i) {
 		swait, err = r.c.shardCounts(nc.i, shard, nc.wrapped, r.slotKey(), true)
@@ -155,7 +159,7 @@ func (nc *nodeCall) gate(reply any, shard string) {
 		deadline := r.start.Add(r.c.cfg.nodeTimeout)
 		var err error
 		if wait {
-			err = r.c.awaitCheck(nc.i, gen, deadline)
+			err = r.c.awaitCheck(nc.i, gen, proof, deadline)
 		}
 		if err == nil {
 			err = r.c.awaitShard(nc.i, shard, nc.wrapped, r.slotKey(), deadline)

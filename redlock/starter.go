@@ -27,15 +27,3 @@ func startersOf(pools []pool.Pool) (starters []starter, txStarters []txStarter) 
 	}
 	return starters, txStarters
 }
-
-// oneConnEach reports whether every starter sends all its node's commands
-// on one connection (async.OneConn): restart safety sends the first check
-// beside the first acquisition only then.
-func oneConnEach(starters []starter) bool {
-	for _, s := range starters {
-		if o, ok := s.(async.OneConn); !ok || !o.OneConnection() {
-			return false
-		}
-	}
-	return true
-}

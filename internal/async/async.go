@@ -51,18 +51,6 @@ type TxStarter interface {
 	StartTx(rcv Receiver, key string, cmds [][]any)
 }
 
-// OneConn is implemented by starters whose node sends every command on
-// one connection at a time (pool.New's nodes, unless WithConns asks for
-// more): two commands started together go out, and come back, on the
-// same connection. The lock client sends a node's restart check beside
-// the first acquisition only to such nodes; on a pool that opens a
-// connection per concurrent command the two would open two, and the
-// check would say nothing of the acquisition's.
-type OneConn interface {
-	// OneConnection reports whether the node uses one connection.
-	OneConnection() bool
-}
-
 // nodeStarter is the func(any) Starter[S] that package pool registered
 // (with S = *pool.Script), or nil.
 var nodeStarter any

@@ -6,17 +6,18 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// A node that is a Redis Cluster grants from whichever shard serves the
-// lock key's slot, and a failover inside it promotes a replica that may
-// lack the lock. Restart safety there needs to know which shard process,
-// on which dataset, made each grant: a grant script sent to such a node
-// runs inside Sharded's wrapper, which adds the shard's identity to the
-// reply.
+// Restart safety counts a grant only from a process and dataset it
+// checked. Where the grant may come from another than the one checked (a
+// node that is a Redis Cluster grants from whichever shard serves the key;
+// a pool may send a grant on a connection the check did not use), the
+// grant runs inside Sharded's wrapper, which adds the identity of the
+// dataset that made it to the reply.
 
 // shardTail ends the wrapper: the script's own reply, and the identity of
-// the dataset that made it (its replication id; "run:<run id>" where the
-// node refused INFO replication). An error reply goes back as it is: it
-// grants nothing.
+// the dataset that made it (its replication id; "replica:<id>" on a
+// replica, which no check counts; "run:<run id>" where the node refused
+// INFO replication). An error reply goes back as it is: it grants
+// nothing.
 const shardTail = `
 end
 local reply = grant()
@@ -25,7 +26,10 @@ if type(reply) == "table" and reply.err ~= nil then
 end
 local repl = redis.pcall("INFO", "replication")
 local id = type(repl) == "string" and string.match(repl, "master_replid:(%x+)") or nil
-if id == nil then
+local role = id and string.match(repl, "role:(%a+)")
+if id and role ~= "master" and role ~= "primary" then
+	id = "replica:" .. id -- a writable replica: counted by no check
+elseif id == nil then
 	id = "run:" .. (string.match(redis.call("INFO", "server"), "run_id:(%x+)") or "?")
 end
 return {id, reply}
