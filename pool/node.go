@@ -44,6 +44,7 @@ var (
 	_ ConnReporter           = (*Node)(nil)
 	_ async.Starter[*Script] = nodeStarter{}
 	_ async.TxStarter        = nodeStarter{}
+	_ async.OneConn          = nodeStarter{}
 )
 
 func init() { async.RegisterNodeStarter(starterOf) }
@@ -217,6 +218,11 @@ func (s nodeStarter) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 	req.cmd, req.tx, req.txKey, req.rcv = "MULTI", cmds, key, rcv
 	s.n.startRequest(req)
 }
+
+// OneConnection reports whether the node has a single connection slot
+// (WithConns(1), the default): every command goes out on the same
+// connection.
+func (s nodeStarter) OneConnection() bool { return len(s.n.pipes) == 1 }
 
 // startRequest queues req on its connection, or fails it on a closed node.
 func (n *Node) startRequest(req *request) {

@@ -98,7 +98,9 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.tokenPrefix = c.id + ":"
 	c.queue = wire.NewQueue(c.windowMs(), c.entrySlack().Milliseconds(), c.refresh().Milliseconds())
 	c.starters, c.txStarters = startersOf(c.pools)
+	c.rs.oneConn = make([]bool, len(c.pools))
 	for i := range c.pools {
+		c.rs.oneConn[i] = oneConn(c.starters[i])
 		c.allStart = c.allStart && c.starters[i] != nil
 		c.allTx = c.allTx && c.txStarters[i] != nil
 	}

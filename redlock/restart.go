@@ -78,15 +78,16 @@ func WithDurableNodes() Option {
 //     of the two replies came first: both connections were open at once,
 //     so they talked to one process.
 //   - The first check goes out beside the first acquisition, not before
-//     it: the first lock costs no round trip of its own. A pool may send
-//     the two on different connections, so a grant sent before the node
-//     was checked on the pool's connections (the first, or one after the
-//     pool reconnected) is asked with the identity of the dataset that
-//     makes it (wire.Sharded: its replication id, which a restart or a
-//     promotion changes; the run id where INFO replication is refused).
-//     It counts when that identity is the checked process's, whatever
-//     connection it came on (countProved); otherwise it waits for a check
-//     that sees it.
+//     it: the first lock costs no round trip of its own. On pools that
+//     send everything on one connection (async.OneConn: pool.New's) the
+//     two share it. Other pools may send them on different connections,
+//     so there a grant sent before the node was checked on the pool's
+//     connections (the first, or any after the pool opened another) is
+//     asked with the identity of the dataset that makes it (wire.Sharded:
+//     its replication id, which a restart or a promotion changes; the run
+//     id where INFO replication is refused). It counts when that identity
+//     is the checked process's, whatever connection it came on
+//     (countProved); otherwise it waits for a check that sees it.
 //   - A check is bounded by checkPatience, not by the node timeout: a
 //     check that answers after the round that started it was decided
 //     still settles the node for the next call, which waits for it rather
@@ -142,6 +143,9 @@ type restarts struct {
 	// grants then count shard by shard (shards.go), by shards[i].
 	clusters []atomic.Bool
 	shards   []shards
+	// oneConn[i]: node i's pool sends everything on one connection
+	// (pool.New's), so its first grant needs no proof (shards.go, wrapGrant).
+	oneConn []bool
 }
 
 func (c *Client) initRestarts() {
@@ -522,18 +526,19 @@ func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, chec
 
 // checkNode runs the restart check on node i, marking it with mark first
 // when that is its run id ("" to only read), for at most bound, and no
-// longer than until Close. The answer is taken only from a connection
-// that was open throughout: no connection was opened while it ran, or
-// the pool had none before and opened exactly one, the check's (a fresh
-// pool's first command). A check that failed without the node's answer
-// (a broken connection) asks once more.
+// longer than until Close. The answer vouches for the pool's connections
+// (its gen) only when they were open throughout: no connection was
+// opened while it ran, or the pool had none before and opened exactly
+// one, the check's (a fresh pool's first command); otherwise its gen is
+// 0. A check that failed without the node's answer (a broken connection)
+// asks once more.
 func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.Duration) (nodeFacts, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	c.cancelOnClose(ctx, cancel)
 	var err error
 	retried := false
-	for range 3 {
+	for range 2 {
 		var f nodeFacts
 		g := c.rs.gens[i]
 		var before uint64
@@ -566,13 +571,10 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 		if g == nil {
 			return f, nil
 		}
-		if f.gen = g.Generation(); f.gen == before || c.firstConnection(i, before, f.gen) {
-			return f, nil
-		}
-		// The check opened a connection (or lost one) on the way: ask
-		// again on the connection in use now.
+		f.gen = c.vouched(i, before, g.Generation())
+		return f, nil
 	}
-	return nodeFacts{}, fmt.Errorf("node %s: restart check: the connection changed under every attempt", c.pools[i].Addr())
+	return nodeFacts{}, err
 }
 
 // noteFacts notes what node i's check f tells beside its process: that
@@ -609,6 +611,20 @@ func (c *Client) cancelOnClose(ctx context.Context, cancel context.CancelFunc) {
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// vouched is the connection generation a check of node i that began at
+// generation before and answered at after vouches for: after, when no
+// connection was opened on the way (or the check's was the pool's
+// first); otherwise 0, none (a grant that went out beside the check may
+// have opened one): only grants that prove their dataset count
+// (countProved) until a check on connections that stay, which such a
+// grant starts in the background.
+func (c *Client) vouched(i int, before, after uint64) uint64 {
+	if after == before || c.firstConnection(i, before, after) {
+		return after
+	}
+	return 0
 }
 
 // firstConnection reports whether a check of node i that began at

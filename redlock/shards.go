@@ -74,16 +74,18 @@ func (c *Client) clustered(i int) bool {
 // wrapGrant reports whether a grant to node i is asked with the identity
 // of the dataset that makes it: the node is a cluster (the identity is
 // its shard's), or it has not been checked on the connections the pool
-// has now (the first grant, which goes out beside the first check, or
-// one after the pool reconnected): the identity proves the grant was
-// made by the process the check counted (countProved), with no round
-// trip of its own.
+// has now (the first grant, which goes out beside the first check, on a
+// pool of several connections; any grant after the pool reconnected):
+// the identity proves the grant was made by the process the check
+// counted (countProved), with no round trip of its own.
 func (c *Client) wrapGrant(i int) bool {
 	if c.cfg.maxTTL == 0 {
 		return false
 	}
-	v := c.rs.views[i].Load()
-	return c.rs.clusters[i].Load() || v == nil || c.generation(i) > v.gen
+	if v := c.rs.views[i].Load(); v != nil {
+		return c.rs.clusters[i].Load() || c.generation(i) > v.gen
+	}
+	return !c.rs.oneConn[i]
 }
 
 // noteFresh records that the Client found the deployment new, with node

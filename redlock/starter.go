@@ -27,3 +27,12 @@ func startersOf(pools []pool.Pool) (starters []starter, txStarters []txStarter) 
 	}
 	return starters, txStarters
 }
+
+// oneConn reports whether starter s sends all its node's commands on one
+// connection (async.OneConn): a grant that goes out beside the node's
+// first restart check then comes on the check's connection, and needs
+// no proof of its dataset (countProved).
+func oneConn(s starter) bool {
+	o, ok := s.(async.OneConn)
+	return ok && o.OneConnection()
+}

@@ -51,6 +51,19 @@ type TxStarter interface {
 	StartTx(rcv Receiver, key string, cmds [][]any)
 }
 
+// OneConn is implemented by starters whose node sends every command on
+// one connection at a time (pool.New's nodes, unless WithConns asks for
+// more): two commands started together go out, and come back, on the
+// same connection. The lock client sends the first acquisition to such a
+// node as it is, beside the restart check; to a pool that may open a
+// connection per concurrent command, it asks the acquisition with the
+// identity of the dataset that makes it, as the check may say nothing of
+// the acquisition's connection.
+type OneConn interface {
+	// OneConnection reports whether the node uses one connection.
+	OneConnection() bool
+}
+
 // nodeStarter is the func(any) Starter[S] that package pool registered
 // (with S = *pool.Script), or nil.
 var nodeStarter any
