@@ -37,8 +37,9 @@ type clientConfig struct {
 	observers []Observer   // WithObserver
 
 	// Restart safety (restart.go).
-	maxTTL  time.Duration // WithRestartSafety; 0: restart safety is off
-	durable bool          // WithDurableNodes
+	maxTTL   time.Duration // WithRestartSafety; 0: restart safety is off
+	durable  bool          // WithDurableNodes
+	verified bool          // WithVerifiedGrants
 }
 
 // windowAuto marks the hand-off window as not set: New makes it the node
@@ -62,6 +63,8 @@ func (c *clientConfig) validate() error {
 		return fmt.Errorf("redlock: hand-off window %v is under the 1ms Redis resolution", c.window)
 	case c.maxTTL < 0:
 		return fmt.Errorf("redlock: restart safety's maximum ttl %v must not be negative", c.maxTTL)
+	case c.verified && c.maxTTL == 0:
+		return fmt.Errorf("redlock: WithVerifiedGrants needs restart safety, which WithRestartSafety(0) turns off")
 	}
 	return c.retry.validate()
 }

@@ -46,6 +46,19 @@ func WithDurableNodes() Option {
 	return clientOption(func(c *clientConfig) { c.durable = true })
 }
 
+// WithVerifiedGrants makes every grant carry the identity of the dataset
+// that made it (its replication id), and count only when the node's
+// restart check counted that dataset. Without it, a grant counts on a
+// connection the check covered, and a failover the pool does not see (an
+// endpoint that keeps client connections open while it moves them to a
+// promoted replica) goes unseen. The cost: an INFO replication per grant,
+// about 17µs of the node's CPU (docs/benchmarks.md). It needs restart
+// safety (WithRestartSafety not 0). Default off; see
+// docs/operations.md#replicas-and-failover.
+func WithVerifiedGrants() Option {
+	return clientOption(func(c *clientConfig) { c.verified = true })
+}
+
 // Restart safety. A node that restarts without its data forgets the locks
 // it held; counted at once, it lets a second owner take a lock whose
 // holder still counts on it. So a Client counts a node toward an

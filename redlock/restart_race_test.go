@@ -42,3 +42,14 @@ func TestCountAt_aCheckThatEndsAtOnceCounts(t *testing.T) {
 		require.NoError(t, err, "try %d", n)
 	}
 }
+
+// WithVerifiedGrants verifies grants by restart safety's check: without
+// restart safety it is refused, naming both options.
+func TestWithVerifiedGrants_needsRestartSafety(t *testing.T) {
+	_, err := New([]pool.Pool{&markedPool{}}, WithVerifiedGrants(), WithRestartSafety(0))
+	require.ErrorContains(t, err, "WithVerifiedGrants needs restart safety")
+	require.ErrorContains(t, err, "WithRestartSafety(0)")
+	c, err := New([]pool.Pool{&markedPool{}}, WithVerifiedGrants())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}

@@ -82,6 +82,9 @@ func (c *Client) wrapGrant(i int) bool {
 	if c.cfg.maxTTL == 0 {
 		return false
 	}
+	if c.cfg.verified {
+		return true // every grant (WithVerifiedGrants)
+	}
 	if v := c.rs.views[i].Load(); v != nil {
 		return c.rs.clusters[i].Load() || c.generation(i) > v.gen
 	}

@@ -94,19 +94,33 @@ func (p *switchProxy) set(target string, cut bool) {
 // follows it through a link proxy, and a front proxy that clients use.
 type replicated struct {
 	masters, replicas []*redistest.Server
-	links, fronts     []*switchProxy
+	links             []*switchProxy
+	fronts            []front
 	addrs             []string // the fronts'
 	started           time.Time
 }
 
+// front is the stable address of a node: a proxy that a failover points
+// at the promoted replica.
+type front interface {
+	Addr() string
+	point(target string)
+}
+
 func startReplicated(t *testing.T, n int) *replicated {
+	t.Helper()
+	return startReplicatedWith(t, n, func(t testing.TB, target string) front { return startSwitchProxy(t, target) })
+}
+
+// startReplicatedWith is startReplicated with fronts made by newFront.
+func startReplicatedWith(t *testing.T, n int, newFront func(t testing.TB, target string) front) *replicated {
 	t.Helper()
 	// Replicas sync at once (diskless, without the default 5s delay).
 	nodes := redistest.StartT(t, 2*n, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}}).Nodes()
 	r := &replicated{masters: nodes[:n], replicas: nodes[n:], started: time.Now()}
 	for i := range n {
 		r.links = append(r.links, startSwitchProxy(t, r.masters[i].Addr()))
-		r.fronts = append(r.fronts, startSwitchProxy(t, r.masters[i].Addr()))
+		r.fronts = append(r.fronts, newFront(t, r.masters[i].Addr()))
 		r.addrs = append(r.addrs, r.fronts[i].Addr())
 		host, port, err := net.SplitHostPort(r.links[i].Addr())
 		require.NoError(t, err)
