@@ -90,6 +90,13 @@ var mutants = []mutant{
 		breaks: "restart safety counts a node whose data came from another process or lineage from its process's uptime, not from when a check first saw it so: a promoted replica, long up, that missed a lock is counted at once",
 	},
 	{
+		name:   "proof-ignored",
+		file:   "redlock/restart.go",
+		old:    "\treturn wire.ShardOf(v.runID, v.lineage) != proof\n",
+		new:    "\treturn false\n",
+		breaks: "a grant that carries the identity of the dataset that made it counts whatever that identity is: one made by a restarted process, on a connection the check did not see, is counted with the old process's view",
+	},
+	{
 		name:   "quorum-half",
 		file:   "redlock/client.go",
 		old:    "quorum:   len(pools)/2 + 1,",
