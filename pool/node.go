@@ -45,6 +45,7 @@ var (
 	_ async.Starter[*Script] = nodeStarter{}
 	_ async.TxStarter        = nodeStarter{}
 	_ async.OneConn          = nodeStarter{}
+	_ async.Connecting       = nodeStarter{}
 )
 
 func init() { async.RegisterNodeStarter(starterOf) }
@@ -223,6 +224,17 @@ func (s nodeStarter) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 // (WithConns(1), the default): every command goes out on the same
 // connection.
 func (s nodeStarter) OneConnection() bool { return len(s.n.pipes) == 1 }
+
+// Connecting reports whether a connection of the node is being dialled
+// with no attempt failed since the last success (async.Connecting).
+func (s nodeStarter) Connecting() bool {
+	for _, p := range s.n.pipes {
+		if p.connecting.Load() && p.lastErr.Load() == nil {
+			return true
+		}
+	}
+	return false
+}
 
 // startRequest queues req on its connection, or fails it on a closed node.
 func (n *Node) startRequest(req *request) {

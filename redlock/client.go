@@ -33,6 +33,7 @@ type Client struct {
 	starters   []starter   // starters[i]: pools[i]'s, nil when it has none (startersOf)
 	txStarters []txStarter // txStarters[i]: the same starter when it sends transactions
 	allStart   bool        // every pool has a starter: rounds need no goroutines
+	connectors []connector // connectors[i]: pools[i]'s starter when it tells a dial under way (round.graceLeft), else nil
 	allTx      bool        // every pool has a txStarter
 	// noTx is set once a node refused a transaction's MULTI or EXEC (ACL):
 	// waiting calls' first rounds run the script from then on.
@@ -101,6 +102,7 @@ func New(pools []pool.Pool, opts ...Option) (*Client, error) {
 	c.rs.oneConn = make([]bool, len(c.pools))
 	for i := range c.pools {
 		c.rs.oneConn[i] = oneConn(c.starters[i])
+		c.connectors = append(c.connectors, connectorOf(c.starters[i]))
 		c.allStart = c.allStart && c.starters[i] != nil
 		c.allTx = c.allTx && c.txStarters[i] != nil
 	}

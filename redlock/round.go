@@ -99,6 +99,10 @@ type nodeCall struct {
 	i       int
 	wrapped bool    // the grant was asked with its shard's identity (shards.go)
 	out     outcome // filed before i is sent on the round's late channel
+	// graceUntil, when not 0, is how long after the round's start the
+	// round waits for the node: its connection was being opened when the
+	// node timeout passed (graceLeft).
+	graceUntil atomic.Int64
 }
 
 // Receive implements async.Receiver: it files the reply and, with the last
@@ -155,8 +159,14 @@ func (nc *nodeCall) gate(reply any, shard string) {
 		}
 		return
 	}
+	deadline := r.start.Add(r.c.cfg.nodeTimeout)
+	if nc.graceUntil.Load() != 0 {
+		// The round waited for the node's connection: its grant gets a
+		// node timeout from now, and the round waits as long.
+		deadline = r.c.cfg.clock.Now().Add(r.c.cfg.nodeTimeout)
+		nc.graceUntil.Store(int64(deadline.Sub(r.start)))
+	}
 	go func() {
-		deadline := r.start.Add(r.c.cfg.nodeTimeout)
 		var err error
 		if wait {
 			err = r.c.awaitCheck(nc.i, gen, proof, deadline)
@@ -389,6 +399,10 @@ func (r *round) decide(ctx context.Context) {
 		case i := <-r.late:
 			r.take(r.calls[i].out)
 		case <-timer.C():
+			if left := r.graceLeft(); left > 0 {
+				timer.Reset(left)
+				continue
+			}
 			// Replies that are in already count, even when the timer won
 			// the race to be read: the validity is counted from the
 			// round's start whenever they arrived. Nodes still silent
@@ -403,6 +417,28 @@ func (r *round) decide(ctx context.Context) {
 		}
 	}
 	r.ok = r.okCount >= r.c.quorum
+}
+
+// graceLeft is how much longer the round waits, once its node timeout
+// passed, for nodes whose connection was being opened (async.Connecting):
+// a node timeout after the last moment it was seen dialling, or after its
+// grant came and waits for a restart check (gate). 0: none; the pool's
+// dial timeout bounds a dial. The lock's validity is still counted from
+// the round's start.
+func (r *round) graceLeft() time.Duration {
+	now := r.c.cfg.clock.Since(r.start)
+	var until time.Duration
+	for i := range r.nodes {
+		if r.nodes[i].Status != NodePending {
+			continue
+		}
+		nc := &r.calls[i]
+		if cn := r.c.connectors[i]; cn != nil && cn.Connecting() {
+			nc.graceUntil.Store(int64(now + r.c.cfg.nodeTimeout))
+		}
+		until = max(until, time.Duration(nc.graceUntil.Load()))
+	}
+	return until - now
 }
 
 // decided reports whether the replies read so far decide the round: a

@@ -36,3 +36,14 @@ func oneConn(s starter) bool {
 	o, ok := s.(async.OneConn)
 	return ok && o.OneConnection()
 }
+
+// connector is a starter that tells when its node's connection is being
+// opened (async.Connecting): a round waits for such a node past its node
+// timeout (round.graceLeft).
+type connector = async.Connecting
+
+// connectorOf returns s as a connector, or nil when it is not one.
+func connectorOf(s starter) connector {
+	cn, _ := s.(connector)
+	return cn
+}

@@ -51,6 +51,20 @@ type TxStarter interface {
 	StartTx(rcv Receiver, key string, cmds [][]any)
 }
 
+// Connecting is implemented by starters that can tell when their node's
+// connection is being opened (its first, or a new one after the last
+// broke) with no attempt failed yet: a command started then waits for
+// the dial. The lock client waits for such a node past its node timeout,
+// until the dial has ended and the node has had a node timeout to
+// answer: opening a connection (a TCP and TLS handshake, AUTH) is not the
+// node answering late.
+type Connecting interface {
+	// Connecting reports whether a connection of the node is being
+	// opened, and no attempt to open one has failed since the last one
+	// that succeeded.
+	Connecting() bool
+}
+
 // OneConn is implemented by starters whose node sends every command on
 // one connection at a time (pool.New's nodes, unless WithConns asks for
 // more): two commands started together go out, and come back, on the

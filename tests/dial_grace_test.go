@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// slowDialer opens connections after delay (a TLS handshake across a
+// wide-area link, a machine busy opening many at once), or never, until
+// ctx ends, when delay is negative.
+func slowDialer(delay time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if delay < 0 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// A fresh Client's first lock on nodes whose connections take longer to
+// open than the node timeout: the round waits for the dials, then gives
+// each node a node timeout to answer. It failed on every node's timeout
+// before. The validity is still counted from the round's start.
+func TestDialGrace_aFirstLockWaitsForConnectionsSlowerThanTheNodeTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	const dial, nodeTimeout, ttl = 400 * time.Millisecond, 150 * time.Millisecond, 10 * time.Second
+	pools := make([]pool.Pool, len(e.addrs))
+	for i, addr := range e.addrs {
+		p, err := pool.New(addr, pool.WithDialer(slowDialer(dial)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	c := newClient(t, pools, redlock.WithNodeTimeout(nodeTimeout))
+	start := time.Now()
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), ttl)
+	require.NoError(t, err, "the first lock waits for the connections")
+	require.Less(t, l.Validity(), ttl-time.Since(start)+time.Millisecond, "counted from the round's start")
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+// Nodes whose connections never open: the round waits no longer than the
+// pool's dial timeout and a node timeout, and fails naming the dial.
+func TestDialGrace_aDialThatNeverEndsFailsWithinTheDialTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	pools := make([]pool.Pool, len(e.addrs))
+	for i, addr := range e.addrs {
+		delay := time.Duration(0)
+		if i < 3 {
+			delay = -1 // a quorum never connects
+		}
+		p, err := pool.New(addr, pool.WithDialer(slowDialer(delay)), pool.WithDialTimeout(500*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	c := newClient(t, pools, redlock.WithNodeTimeout(100*time.Millisecond))
+	start := time.Now()
+	_, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), 10*time.Second)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorContains(t, err, "dial")
+	require.Less(t, took, 3*time.Second, "the dial timeout bounds the wait")
+}
