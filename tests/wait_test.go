@@ -41,7 +41,9 @@ var noRefresh = redlock.WithNodeTimeout(10 * time.Second)
 
 // countingPool counts the acquisition rounds sent through a pool: plain
 // SET NX, and the acquisition script (the only call whose first argument
-// is its key count).
+// is its key count), also when they are asked with the identity of the
+// dataset that makes them (wire.Sharded: a Client's first grants on a
+// pool of several connections, which this wrapper is taken for).
 type countingPool struct {
 	pool.Pool
 	s        starter // the pool's, nil when it has none
@@ -56,8 +58,17 @@ func (p countingPool) count(args []any) {
 	}
 }
 
-func (p countingPool) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
+// countEval counts a script call: a plain SET in its wrapper, or as count.
+func (p countingPool) countEval(s *pool.Script, args []any) {
+	if base, ok := wire.Unsharded(s); ok && base == nil {
+		p.acquires.Add(1)
+		return
+	}
 	p.count(args)
+}
+
+func (p countingPool) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
+	p.countEval(s, args)
 	return p.Pool.Eval(ctx, s, args...)
 }
 
@@ -76,7 +87,7 @@ func (p countingPool) Start(rcv async.Receiver, cmd string, args ...any) {
 }
 
 func (p countingPool) StartEval(rcv async.Receiver, s *pool.Script, args ...any) {
-	p.count(args)
+	p.countEval(s, args)
 	p.s.StartEval(rcv, s, args...)
 }
 
