@@ -82,23 +82,7 @@ func TestCluster_aShardRestartedEmptyIsNotCountedUntilTheMaxTTL(t *testing.T) {
 	waitClusters(t, clusters)
 
 	b, ex, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
-	excluded := map[*redlock.Client]int{}
-	for held.Validity() > 200*time.Millisecond {
-		for _, c := range []*redlock.Client{a, b} {
-			_, err := c.TryLock(ctx, key, maxTTL)
-			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a second owner while the first holds %v more", held.Validity())
-			var qe *redlock.QuorumError
-			require.True(t, errors.As(err, &qe))
-			for _, n := range qe.Nodes[:2] {
-				if errors.Is(n.Err, redlock.ErrNodeRestarted) {
-					excluded[c]++
-				}
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.Positive(t, excluded[a], "A's Client names the restarted shards")
-	require.Positive(t, excluded[b], "a new Client names the restarted shards")
+	refuseWhileHeld(t, ctx, held, key, maxTTL, a, b)
 	require.NotEmpty(t, ex.list(), "the exclusion is reported")
 
 	// Another key of the same shards: taken once the restarted shards have
@@ -191,23 +175,7 @@ func TestCluster_aShardFailedOverToAReplicaThatMissedALockIsNotCountedUntilTheMa
 	}
 
 	b, ex, _ := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
-	excluded := map[*redlock.Client]int{}
-	for held.Validity() > 200*time.Millisecond {
-		for _, c := range []*redlock.Client{a, b} {
-			_, err := c.TryLock(ctx, key, maxTTL)
-			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a second owner while the first holds %v more", held.Validity())
-			var qe *redlock.QuorumError
-			require.True(t, errors.As(err, &qe))
-			for _, n := range qe.Nodes[:2] {
-				if errors.Is(n.Err, redlock.ErrNodeRestarted) {
-					excluded[c]++
-				}
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.Positive(t, excluded[a], "A's Client names the promoted shards")
-	require.Positive(t, excluded[b], "a new Client names the promoted shards")
+	refuseWhileHeld(t, ctx, held, key, maxTTL, a, b)
 	require.NotEmpty(t, ex.list(), "the exclusion is reported")
 
 	var l *redlock.Lock
@@ -219,4 +187,30 @@ func TestCluster_aShardFailedOverToAReplicaThatMissedALockIsNotCountedUntilTheMa
 	t.Logf("the promoted shards counted again %v after the failover", took.Round(10*time.Millisecond))
 	require.GreaterOrEqual(t, took, maxTTL-time.Second, "not before the maximum TTL (less Redis's rounding of uptime)")
 	require.NoError(t, l.Unlock(ctx))
+}
+
+// refuseWhileHeld tries key (ttl) with each of clients until held has
+// little validity left: every try is refused, and each Client names the
+// shards of the first two clusters as not counted (ErrNodeRestarted) at
+// least once.
+func refuseWhileHeld(t *testing.T, ctx context.Context, held *redlock.Lock, key string, ttl time.Duration, clients ...*redlock.Client) {
+	t.Helper()
+	excluded := make([]int, len(clients))
+	for held.Validity() > 200*time.Millisecond {
+		for i, c := range clients {
+			_, err := c.TryLock(ctx, key, ttl)
+			require.ErrorIs(t, err, redlock.ErrNotAcquired, "a second owner while the first holds %v more", held.Validity())
+			var qe *redlock.QuorumError
+			require.True(t, errors.As(err, &qe))
+			for _, n := range qe.Nodes[:2] {
+				if errors.Is(n.Err, redlock.ErrNodeRestarted) {
+					excluded[i]++
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, n := range excluded {
+		require.Positive(t, n, "Client %d never named the shards that lost the lock", i)
+	}
 }
