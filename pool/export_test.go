@@ -31,3 +31,7 @@ func (n *Node) StartEval(rcv async.Receiver, s *Script, keysAndArgs ...any) {
 func (n *Node) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 	nodeStarter{n}.StartTx(rcv, key, cmds)
 }
+
+// Connecting lets the tests call the starter's Connecting
+// (async.Connecting).
+func (n *Node) Connecting() bool { return nodeStarter{n}.Connecting() }

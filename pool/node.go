@@ -226,10 +226,10 @@ func (s nodeStarter) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 func (s nodeStarter) OneConnection() bool { return len(s.n.pipes) == 1 }
 
 // Connecting reports whether a connection of the node is being dialled
-// with no attempt failed since the last success (async.Connecting).
+// for the first time, with no attempt failed (async.Connecting).
 func (s nodeStarter) Connecting() bool {
 	for _, p := range s.n.pipes {
-		if p.connecting.Load() && p.lastErr.Load() == nil {
+		if p.connecting.Load() && p.lastErr.Load() == nil && !p.opened.Load() {
 			return true
 		}
 	}

@@ -197,6 +197,9 @@ type pipe struct {
 	// and so is anyone who asks (connState, Node.ConnErr).
 	connecting atomic.Bool
 	lastErr    atomic.Pointer[error]
+	// opened is set once a dial has succeeded: a dial under way before it
+	// is the pipe's first (nodeStarter.Connecting).
+	opened atomic.Bool
 
 	wmu       sync.Mutex // the write lock: guards the fields below
 	l         *link      // current link; nil when not connected
@@ -565,6 +568,7 @@ func (p *pipe) connected(conn redis.Conn) {
 	// good reply (lost).
 	p.downErr = nil
 	p.lastErr.Store(nil)
+	p.opened.Store(true)
 	p.n.gen.Add(1) // before anything is written on the new link
 	p.l = &link{
 		conn:       conn,

@@ -420,13 +420,18 @@ func (r *round) decide(ctx context.Context) {
 }
 
 // graceLeft is how much longer the round waits, once its node timeout
-// passed, for nodes whose connection was being opened (async.Connecting):
+// passed, for nodes whose first connection was being opened
+// (async.Connecting):
 // a node timeout after the last moment it was seen dialling, or after its
-// grant came and waits for a restart check (gate). 0: none; the pool's
-// dial timeout bounds a dial. The lock's validity is still counted from
-// the round's start.
+// grant came and waits for a restart check (gate). 0: none. The pool's
+// dial timeout bounds a dial, and maxDialWait the whole wait, should a
+// dialler not stop. The lock's validity is still counted from the round's
+// start.
 func (r *round) graceLeft() time.Duration {
 	now := r.c.cfg.clock.Since(r.start)
+	if now >= maxDialWait {
+		return 0
+	}
 	var until time.Duration
 	for i := range r.nodes {
 		if r.nodes[i].Status != NodePending {
@@ -438,8 +443,12 @@ func (r *round) graceLeft() time.Duration {
 		}
 		until = max(until, time.Duration(nc.graceUntil.Load()))
 	}
-	return until - now
+	return min(until, maxDialWait) - now
 }
+
+// maxDialWait bounds how long after its start a round waits for nodes
+// whose first connection is being opened (graceLeft).
+const maxDialWait = 5 * time.Second
 
 // decided reports whether the replies read so far decide the round: a
 // quorum did what was asked, so many refused or failed that no quorum is

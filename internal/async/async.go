@@ -52,16 +52,15 @@ type TxStarter interface {
 }
 
 // Connecting is implemented by starters that can tell when their node's
-// connection is being opened (its first, or a new one after the last
-// broke) with no attempt failed yet: a command started then waits for
-// the dial. The lock client waits for such a node past its node timeout,
-// until the dial has ended and the node has had a node timeout to
-// answer: opening a connection (a TCP and TLS handshake, AUTH) is not the
-// node answering late.
+// first connection is being opened, with no attempt failed yet: a command
+// started then waits for the dial. The lock client waits for such a node
+// past its node timeout, until the dial has ended and the node has had a
+// node timeout to answer: opening a connection (a TCP and TLS handshake,
+// AUTH) is not the node answering late. A connection opened again after
+// one broke gets no such wait: the node gave a sign of trouble.
 type Connecting interface {
 	// Connecting reports whether a connection of the node is being
-	// opened, and no attempt to open one has failed since the last one
-	// that succeeded.
+	// opened for the first time, and no attempt has failed.
 	Connecting() bool
 }
 
