@@ -225,11 +225,11 @@ func (s nodeStarter) StartTx(rcv async.Receiver, key string, cmds [][]any) {
 // connection.
 func (s nodeStarter) OneConnection() bool { return len(s.n.pipes) == 1 }
 
-// Connecting reports whether a connection of the node is being dialled
-// for the first time, with no attempt failed (async.Connecting).
+// Connecting reports whether a connection of the node has yet to be
+// opened for the first time, with no attempt failed (async.Connecting).
 func (s nodeStarter) Connecting() bool {
 	for _, p := range s.n.pipes {
-		if p.connecting.Load() && p.lastErr.Load() == nil && !p.opened.Load() {
+		if !p.opened.Load() && p.lastErr.Load() == nil {
 			return true
 		}
 	}

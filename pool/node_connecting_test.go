@@ -11,9 +11,9 @@ import (
 	"github.com/quorumlock/redlock/pool"
 )
 
-// A node tells a first connection being opened (the lock client waits for
-// it past its node timeout), and not a connection opened again after one
-// broke, nor a dial after a failed one.
+// A node tells that its first connection has yet to be opened (the lock
+// client waits for it past its node timeout), and not a connection opened
+// again after one broke.
 func TestNode_Connecting_onlyWhileTheFirstConnectionIsOpened(t *testing.T) {
 	t.Parallel()
 	s := startNode(t)
@@ -30,7 +30,7 @@ func TestNode_Connecting_onlyWhileTheFirstConnectionIsOpened(t *testing.T) {
 		return d.DialContext(ctx, network, addr)
 	}
 	n := newNode(t, s.Addr(), pool.WithDialer(dial))
-	require.False(t, n.Connecting(), "idle before its first command")
+	require.True(t, n.Connecting(), "not opened before its first command")
 
 	done := make(chan error, 1)
 	go func() {

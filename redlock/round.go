@@ -100,9 +100,12 @@ type nodeCall struct {
 	wrapped bool    // the grant was asked with its shard's identity (shards.go)
 	out     outcome // filed before i is sent on the round's late channel
 	// graceUntil, when not 0, is how long after the round's start the
-	// round waits for the node: its connection was being opened when the
-	// node timeout passed (graceLeft).
+	// round waits for the node: its first connection was still to be
+	// opened when the round was sent (unopened), and was being opened when
+	// the node timeout passed or opened since (graceLeft).
 	graceUntil atomic.Int64
+	unopened   atomic.Bool // set as the command is sent (send may run beside decide)
+	opened     bool        // graceLeft saw the connection opened (decide's goroutine only)
 }
 
 // Receive implements async.Receiver: it files the reply and, with the last
@@ -438,8 +441,15 @@ func (r *round) graceLeft() time.Duration {
 			continue
 		}
 		nc := &r.calls[i]
-		if cn := r.c.connectors[i]; cn != nil && cn.Connecting() {
+		switch {
+		case !nc.unopened.Load() || nc.opened:
+		case r.c.connectors[i].Connecting():
 			nc.graceUntil.Store(int64(now + r.c.cfg.nodeTimeout))
+		default:
+			// Opened since (or its dial failed, which answers the
+			// round): a node timeout from now to answer, once.
+			nc.opened = true
+			nc.graceUntil.Store(max(nc.graceUntil.Load(), int64(now+r.c.cfg.nodeTimeout)))
 		}
 		until = max(until, time.Duration(nc.graceUntil.Load()))
 	}
@@ -503,6 +513,9 @@ const (
 func (r *round) send(i int, when sendTime) {
 	waited := when == sendAfterWait
 	p, rcv := r.c.pools[i], &r.calls[i]
+	if cn := r.c.connectors[i]; cn != nil {
+		rcv.unopened.Store(cn.Connecting()) // before the command may start the dial
+	}
 	if r.req.tx != nil {
 		r.c.txStarters[i].StartTx(rcv, r.req.tx.key, r.req.tx.cmds)
 		return

@@ -52,14 +52,14 @@ type TxStarter interface {
 }
 
 // Connecting is implemented by starters that can tell when their node's
-// first connection is being opened, with no attempt failed yet: a command
+// first connection has yet to be opened, with no attempt failed: a command
 // started then waits for the dial. The lock client waits for such a node
 // past its node timeout, until the dial has ended and the node has had a
 // node timeout to answer: opening a connection (a TCP and TLS handshake,
 // AUTH) is not the node answering late. A connection opened again after
 // one broke gets no such wait: the node gave a sign of trouble.
 type Connecting interface {
-	// Connecting reports whether a connection of the node is being
+	// Connecting reports whether a connection of the node has yet to be
 	// opened for the first time, and no attempt has failed.
 	Connecting() bool
 }
