@@ -104,9 +104,10 @@ func WithDriftFactor(f float64) Option {
 
 // WithNodeTimeout bounds each node's part in a round: a node that has not
 // replied by then counts as failed. A node of pool.New whose first
-// connection was still being opened then (a new pool's first round) is
-// waited for until the dial ends, within the pool's dial timeout, and then
-// for d more: the lock's validity still counts from the round's start. Default
+// connection had yet to be opened when the round was sent (a new pool's
+// first round) is waited for until it opens, within the pool's dial
+// timeout, and then for d more: the lock's validity still counts from the
+// round's start. Default
 // 50ms: small next to a lock's TTL, large next to a round trip on a local
 // network. It must be positive.
 func WithNodeTimeout(d time.Duration) Option {
