@@ -97,7 +97,7 @@ type round struct {
 type nodeCall struct {
 	r       *round
 	i       int
-	wrapped bool    // the grant was asked with its shard's identity (shards.go)
+	wrapped bool    // the grant was asked with the identity of the dataset that makes it (wire.Sharded)
 	out     outcome // filed before i is sent on the round's late channel
 	// graceUntil, when not 0, is how long after the round's start the
 	// round waits for the node: its first connection was still to be
@@ -423,13 +423,12 @@ func (r *round) decide(ctx context.Context) {
 }
 
 // graceLeft is how much longer the round waits, once its node timeout
-// passed, for nodes whose first connection was being opened
-// (async.Connecting):
-// a node timeout after the last moment it was seen dialling, or after its
-// grant came and waits for a restart check (gate). 0: none. The pool's
-// dial timeout bounds a dial, and maxDialWait the whole wait, should a
-// dialler not stop. The lock's validity is still counted from the round's
-// start.
+// passed, for nodes whose first connection had yet to be opened when the
+// round was sent (async.Connecting): while it still has, then a node
+// timeout from when graceLeft saw it opened, or from when its grant came
+// and waits for a restart check (gate). 0: none. The pool's dial timeout
+// bounds a dial, and maxDialWait the whole wait, should a dialler not
+// stop. The lock's validity is still counted from the round's start.
 func (r *round) graceLeft() time.Duration {
 	now := r.c.cfg.clock.Since(r.start)
 	if now >= maxDialWait {
