@@ -276,7 +276,14 @@ func TestLock_isWokenByTheRelease(t *testing.T) {
 			require.NoError(t, held.Unlock(ctxT(t, quickly)))
 			r := <-got
 			require.NoError(t, r.err, "neither the holder's TTL nor the back-off ends within the test: only the release can wake the waiter")
-			require.Equal(t, int64(3), rounds.Load(), "one round after the release")
+			// One round after the release; a second when the first was
+			// refused by a quorum (it came to nodes whose release had not
+			// landed yet, as the holder's Unlock returns once a quorum
+			// released and the first announcement wakes the waiter, or to
+			// one not counted yet): the next announcement wakes it again.
+			// A busy machine did that once in a full -race run.
+			after := rounds.Load() - 2
+			require.True(t, after == 1 || after == 2, "%d rounds after the release", after)
 			require.NoError(t, r.l.Unlock(ctxT(t, quickly)))
 		})
 	}
