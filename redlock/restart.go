@@ -698,53 +698,69 @@ type answer struct {
 // no lock can be held on it (a lock held on a quorum that lost its data
 // would need a node that kept its marker among any quorum, unless more
 // than N-quorum nodes lost their data at once). Every node is then
-// counted and marked at once.
+// counted and marked at once. A node that answered with a marker is
+// adopted as soon as it answered: a marker says the deployment is not
+// new, whatever the others answer, and a first grant that rode along
+// with the check need not wait for the slowest node.
 func (c *Client) checkAll(ctx context.Context) {
 	began := c.cfg.clock.Now()
 	answers, n := c.startChecks(ctx)
-	got, took := c.firstAnswers(answers, n)
-	ok := 0
-	for _, a := range got {
+	var early errgroup.Group
+	got, took := c.firstAnswers(answers, n, func(a answer) {
+		early.Go(func() error { c.adoptAnswer(a, false, began); return nil })
+	})
+	ok, adopted := 0, make([]bool, len(got)) // adopted: went to early
+	for k, a := range got {
 		if a.err == nil {
 			ok++
 		}
+		adopted[k] = marked(a)
 	}
 	if ok >= c.quorum {
 		c.rs.settled.Store(true)
 	}
 	// A quorum answered and none of them has a marker: a new deployment.
-	fresh := ok >= c.quorum && !slices.ContainsFunc(got, func(a answer) bool { return a.err == nil && a.f.marker != "" })
+	fresh := ok >= c.quorum && !slices.Contains(adopted, true)
 	if !fresh && c.freshBeingMarked(got) {
 		// Another Client may be marking a new deployment right now: ask
 		// the unmarked nodes again once its marks have landed.
 		c.askUnmarkedAgain(ctx, got, took)
 	}
-	adopt := func(a answer) {
-		if fresh && a.err == nil && a.f.marker == "" {
-			c.noteFresh(a.i, began) // before the node counts (shards.go)
-		}
-		if a.err == nil && c.adopt(a.i, a.f, fresh) {
-			c.mark(a.i, a.f.runID, a.f.lineage)
-		}
-		c.rs.checking[a.i].Store(false)
-		c.checkEnded()
-	}
 	// Marked before they are counted: another Client that checks now
 	// sees the deployment as used.
 	var g errgroup.Group
-	for _, a := range got {
-		g.Go(func() error { adopt(a); return nil })
+	for k, a := range got {
+		if !adopted[k] { // asked again meanwhile, maybe (askUnmarkedAgain)
+			g.Go(func() error { c.adoptAnswer(a, fresh, began); return nil })
+		}
 	}
-	_ = g.Wait()
+	_, _ = g.Wait(), early.Wait()
 	if late := n - len(got); late > 0 {
 		// Held, not tracked: checkAll runs as background work, and the
 		// late answers are adopted (and marked) even after Close.
 		c.bg.goHeld(func() {
 			for range late {
-				adopt(<-answers)
+				c.adoptAnswer(<-answers, fresh, began)
 			}
 		})
 	}
+}
+
+// marked reports whether a is a node's answer with a marker in place.
+func marked(a answer) bool { return a.err == nil && a.f.marker != "" }
+
+// adoptAnswer turns one answer of checkAll into node i's view (adopt),
+// marks the node when it is to be, and ends its check. fresh says the
+// deployment is new, as checkAll found it when it began.
+func (c *Client) adoptAnswer(a answer, fresh bool, began time.Time) {
+	if fresh && a.err == nil && a.f.marker == "" {
+		c.noteFresh(a.i, began) // before the node counts (shards.go)
+	}
+	if a.err == nil && c.adopt(a.i, a.f, fresh) {
+		c.mark(a.i, a.f.runID, a.f.lineage)
+	}
+	c.rs.checking[a.i].Store(false)
+	c.checkEnded()
 }
 
 // startChecks checks every node in the background; the answers arrive on
@@ -771,8 +787,9 @@ func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
 // stalled one costs the first acquisition little. took is how long the
 // nodes that answered took, the slowest of them: the grace and any
 // second asking (askUnmarkedAgain) scale with it, not with the nodes that
-// failed, which may have taken a whole node timeout.
-func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, took time.Duration) {
+// failed, which may have taken a whole node timeout. An answer with a
+// marker goes to early as it comes, and is in got too.
+func (c *Client) firstAnswers(answers chan answer, n int, early func(answer)) (got []answer, took time.Duration) {
 	var grace <-chan time.Time
 	start, ok := c.cfg.clock.Now(), 0
 	for len(got) < n {
@@ -781,6 +798,9 @@ func (c *Client) firstAnswers(answers chan answer, n int) (got []answer, took ti
 			if a.err == nil {
 				ok++
 				took = c.cfg.clock.Since(start)
+			}
+			if marked(a) {
+				early(a)
 			}
 			got = append(got, a)
 			decided := ok >= c.quorum || len(got)-ok > len(c.pools)-c.quorum

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,26 @@ func TestRestartSafety_aFreshClientsFirstTryLockNeedsOneRoundTrip(t *testing.T) 
 		slow[i] = startLatencyProxy(t, a, 600*time.Millisecond, nil).Addr()
 	}
 	res := freshClientsTakeTheirKeys(t, slow, 50, 10, 1, 0, redlock.WithNodeTimeout(1150*time.Millisecond))
+	require.Equal(t, res.n, res.first, "%v", res)
+}
+
+// A fresh Client's first TryLock counts each node once that node's own
+// restart check has answered with its marker, without waiting for slower
+// nodes' checks. Nodes 0 and 1 answer at once; node 2's check (and the
+// grant behind it on its connection) is held back 100ms, nodes 3 and 4's
+// 1.5s; the node timeout is 400ms. Before, the checks' answers were
+// adopted only once every node had answered or a grace of four times the
+// quorum's time had passed (500ms here), and every first TryLock failed
+// with "its check had not answered yet".
+func TestRestartSafety_aFirstTryLockCountsANodeOnceItsOwnCheckAnswered(t *testing.T) {
+	e := newEnv(t, 5)
+	markDeployment(t, e.addrs)
+	addrs := slices.Clone(e.addrs)
+	addrs[2] = startLatencyProxy(t, e.addrs[2], 100*time.Millisecond, []byte(wire.MarkerKey)).Addr()
+	for _, i := range []int{3, 4} {
+		addrs[i] = startLatencyProxy(t, e.addrs[i], 1500*time.Millisecond, []byte(wire.MarkerKey)).Addr()
+	}
+	res := freshClientsTakeTheirKeys(t, addrs, 10, 5, 1, 0, redlock.WithNodeTimeout(400*time.Millisecond))
 	require.Equal(t, res.n, res.first, "%v", res)
 }
 
