@@ -164,9 +164,11 @@ func (nc *nodeCall) gate(reply any, shard string) {
 	}
 	deadline := r.start.Add(r.c.cfg.nodeTimeout)
 	if nc.graceUntil.Load() != 0 {
-		// The round waited for the node's connection: its grant gets a
-		// node timeout from now, and the round waits as long.
-		deadline = r.c.cfg.clock.Now().Add(r.c.cfg.nodeTimeout)
+		// The round waited for the node's connection: its grant gets as
+		// long from now as an answer would (answerGrace), and the round
+		// waits as long.
+		now := r.c.cfg.clock.Now()
+		deadline = now.Add(r.answerGrace(now.Sub(r.start)))
 		nc.graceUntil.Store(int64(deadline.Sub(r.start)))
 	}
 	go func() {
@@ -424,9 +426,9 @@ func (r *round) decide(ctx context.Context) {
 
 // graceLeft is how much longer the round waits, once its node timeout
 // passed, for nodes whose first connection had yet to be opened when the
-// round was sent (async.Connecting): while it still has, then a node
-// timeout from when graceLeft saw it opened, or from when its grant came
-// and waits for a restart check (gate). 0: none. The pool's dial timeout
+// round was sent (async.Connecting): while it still has, then
+// answerGrace from when graceLeft saw it opened, or from when its grant
+// came and waits for a restart check (gate). 0: none. The pool's dial timeout
 // bounds a dial, and maxDialWait the whole wait, should a dialler not
 // stop. The lock's validity is still counted from the round's start.
 func (r *round) graceLeft() time.Duration {
@@ -446,13 +448,23 @@ func (r *round) graceLeft() time.Duration {
 			nc.graceUntil.Store(int64(now + r.c.cfg.nodeTimeout))
 		default:
 			// Opened since (or its dial failed, which answers the
-			// round): a node timeout from now to answer, once.
+			// round): time from now to answer, once.
 			nc.opened = true
-			nc.graceUntil.Store(max(nc.graceUntil.Load(), int64(now+r.c.cfg.nodeTimeout)))
+			nc.graceUntil.Store(max(nc.graceUntil.Load(), int64(now+r.answerGrace(now))))
 		}
 		until = max(until, time.Duration(nc.graceUntil.Load()))
 	}
 	return min(until, maxDialWait) - now
+}
+
+// answerGrace is how long a node whose first connection opened by now
+// (time since the round's start) is given to answer: a node timeout, or
+// as long as the round has waited, when that is longer. A connection
+// that took long to open says the machine or the node is slow right now,
+// and its first reply is as slow: the burst of new Clients that made the
+// dial slow also makes the node's first answers slow.
+func (r *round) answerGrace(now time.Duration) time.Duration {
+	return max(r.c.cfg.nodeTimeout, now)
 }
 
 // maxDialWait bounds how long after its start a round waits for nodes

@@ -78,3 +78,32 @@ func TestDialGrace_aDialThatNeverEndsFailsWithinTheDialTimeout(t *testing.T) {
 	require.ErrorContains(t, err, "dial")
 	require.Less(t, took, 3*time.Second, "the dial timeout bounds the wait")
 }
+
+// A node whose first connection takes long to open answers its first
+// request slowly too (the same burst or load slowed both): once the
+// connection opens, the round gives it as long to answer as it waited for
+// the dial, when that is longer than the node timeout. Here connections
+// take 400ms to open and every request is held back 250ms, with a 150ms
+// node timeout. Before, the node had one node timeout from its opening to
+// answer, and the first lock failed on every node.
+func TestDialGrace_aSlowDialsFirstAnswerGetsAsLongAsTheDialTook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	markDeployment(t, e.addrs)
+	const dial, hold, nodeTimeout, ttl = 400 * time.Millisecond, 250 * time.Millisecond, 150 * time.Millisecond, 10 * time.Second
+	pools := make([]pool.Pool, len(e.addrs))
+	for i, addr := range e.addrs {
+		slow := startLatencyProxy(t, addr, hold, nil).Addr()
+		p, err := pool.New(slow, pool.WithDialer(slowDialer(dial)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		pools[i] = p
+	}
+	c := newClient(t, pools, redlock.WithNodeTimeout(nodeTimeout))
+	start := time.Now()
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), ttl)
+	require.NoError(t, err, "the first answers get as long as the dials took")
+	require.Less(t, l.Validity(), ttl-time.Since(start)+time.Millisecond, "counted from the round's start")
+	// No Unlock: every request is held back longer than the node timeout,
+	// and the key goes with the test's nodes.
+}
