@@ -153,7 +153,7 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, r
 	w := wire.Wait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36), Priority: began.UnixMicro()}
 	var sent pending // the rounds the leave must not overtake
 	defer func() {
-		leave := wire.RWReleaseArgs(rw.name, &rw.keys, "", w.ID, 0)
+		leave := wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, l != nil)
 		switch {
 		case l != nil:
 			// With the lock: its place goes at once, or the next writer
@@ -167,7 +167,13 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, r
 			c.tellAfter(ctx, wire.RWRelease, leave, &sent)
 		}
 	}()
-	return c.waitUnqueued(ctx, []string{rw.name}, "", cfg, func() (*Lock, error) {
+	// A writer is named by the last reader's release when it is the first
+	// waiting writer, and wakes alone.
+	id, side := w.ID, wire.ForWriters
+	if reader {
+		id, side = "", wire.ForReaders
+	}
+	return c.waitUnqueued(ctx, []string{rw.name}, id, side, cfg, func() (*Lock, error) {
 		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := rw.try(ctx, ttl, cfg, reader, w)
 		if r != nil {
@@ -229,7 +235,7 @@ var errRWFence = errors.New("a read-write lock has no fence")
 // release is the script and arguments that free token's hold, reader's
 // or writer's, and announce it; a writer's begins the readers' turn.
 func (rw *RWLock) release(token string) (*pool.Script, []any) {
-	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, "", rw.placeLife().Milliseconds())
+	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, rw.placeLife().Milliseconds())
 }
 
 // extend is the script and arguments that extend token's hold for ms.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -17,10 +18,26 @@ import (
 // waitUnqueued calls try until a round takes the lock or fails for
 // another reason than a refusal, or try ends the wait (endWait), and
 // between refused rounds it sleeps as pacing says, or until a release of
-// one of keys is announced: one that leaves a key free for anyone, or one
-// that names the call's id ("" for none). refused is when the first round was refused (zero when it was
-// not).
-func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+// one of keys is announced: one that leaves a key free for anyone or for
+// the call's side (wire.ForReaders, wire.ForWriters; "" for none), or one
+// that names the call's id ("" for none). refused is when the first round
+// was refused (zero when it was not).
+func (c *Client) waitUnqueued(ctx context.Context, keys []string, id, side string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+	// Subscribed to every key already (an earlier call's subscription
+	// lingers): the call listens before its first round, and a release
+	// announced while that round runs wakes it. Otherwise it subscribes
+	// once refused, and asks again at once (a release in between went
+	// unheard).
+	mw, err := c.listenEarly(keys, id, side)
+	if err != nil {
+		return nil, refused, err
+	}
+	again := mw == nil
+	defer func() {
+		if mw != nil {
+			mw.leave()
+		}
+	}()
 	l, err = try()
 	if e, ok := err.(endWait); ok {
 		return nil, refused, e.err
@@ -30,23 +47,63 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 		return l, refused, err
 	}
 	refused = c.cfg.clock.Now()
-	mw, err := c.listenMulti(keys, id)
-	if err != nil {
-		return nil, refused, errors.Join(err, qe)
+	if again {
+		if mw, err = c.listenMulti(keys, id, side); err != nil {
+			return nil, refused, errors.Join(err, qe)
+		}
+		mw.heed(qe)
+		mw.armed(ctx)
 	}
-	defer mw.leave()
-	mw.heed(qe)
-	mw.armed(ctx)
 	p := pacing{c: c, retry: cfg.retry}
 	p.note(qe)
+	return c.waitRefused(ctx, mw, &p, qe, again, refused, try)
+}
+
+// listenEarly is listenMulti when the Client's subscriptions to every key
+// of ks are armed, with every node counted as refusing until the first
+// round says which did (heed); nil, nil otherwise.
+func (c *Client) listenEarly(ks []string, id, side string) (*multiWaiter, error) {
+	for _, k := range ks {
+		if !c.notify.armed(k) {
+			return nil, nil
+		}
+	}
+	mw, err := c.listenMulti(ks, id, side)
+	if mw != nil {
+		mw.refusing.Store(^uint64(0))
+	}
+	return mw, err
+}
+
+// waitRefused is waitUnqueued after its first round, refused with qe
+// at refused: once at once when again says so, then after each sleep, it
+// asks until a round ends the wait.
+func (c *Client) waitRefused(ctx context.Context, mw *multiWaiter, p *pacing, qe *QuorumError, again bool, refused time.Time, try func() (*Lock, error)) (*Lock, time.Time, error) {
 	futile := 0 // rounds in a row that a wake-up started and that failed
-	for failures := 1; ; failures++ {
+	for failures := 0; ; {
+		if !again {
+			failures++
+			mw.heed(qe)
+			d, _ := p.next(qe, failures, mw.isArmed())
+			d = p.lag(d, mw.watch.refused(qe))
+			woken, err := mw.sleep(ctx, d, futileFloor(futile))
+			if err != nil {
+				return nil, refused, p.end(err, qe)
+			}
+			if woken {
+				futile++
+			} else {
+				futile = 0
+			}
+		}
+		again = false
 		// The round sees the nodes as they are: what woke the call before
 		// it tells it nothing more. The nodes the previous round released
 		// stay ignored until this round's replace them: their
 		// announcements can come while this round runs.
 		mw.drain()
-		if l, err = try(); err == nil {
+		l, err := try()
+		if err == nil {
 			return l, refused, nil
 		}
 		if e, ok := err.(endWait); ok {
@@ -56,18 +113,6 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id string, cfg
 			return nil, refused, p.cut(err)
 		}
 		p.note(qe)
-		d, _ := p.next(qe, failures, mw.isArmed())
-		mw.heed(qe)
-		d = p.lag(d, mw.watch.refused(qe))
-		woken, err := mw.sleep(ctx, d, futileFloor(futile))
-		if err != nil {
-			return nil, refused, p.end(err, qe)
-		}
-		if woken {
-			futile++
-		} else {
-			futile = 0
-		}
 	}
 }
 
@@ -100,6 +145,7 @@ func futileFloor(n int) time.Duration {
 type multiWaiter struct {
 	c      *Client
 	id     string // the call's id in announcements; "" for none
+	side   string // the side whose releases it can use (wire.ForReaders, wire.ForWriters); "" for none
 	wake   chan struct{}
 	kws    []*keyWait
 	watch  nodeWatch     // the nodes its latest round could not ask, and those of them back since
@@ -118,6 +164,8 @@ type multiWaiter struct {
 	// urgent: a release that names the call, or a node back, since the
 	// round began: the call asks again at once.
 	urgent atomic.Bool
+	// uncounted: restart safety did not count a node of the latest round.
+	uncounted atomic.Bool
 }
 
 // heed notes the call's latest refused round qe: whose announcements
@@ -126,12 +174,13 @@ func (mw *multiWaiter) heed(qe *QuorumError) {
 	mw.ignore.Store(ownNodes(qe.Nodes))
 	mw.refusing.Store(nodeMask(qe.Nodes, isRefused))
 	mw.need.Store(int32(min(mw.c.quorum, max(qe.Count(NodeRefused), 1))))
+	mw.uncounted.Store(slices.ContainsFunc(qe.Nodes, func(r NodeResult) bool { return notCounted(r.Err) }))
 }
 
 // listenMulti subscribes to the announcements of every key of ks, for the
-// call id ("" for none).
-func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
-	mw := &multiWaiter{c: c, id: id, wake: make(chan struct{}, 1)}
+// call id and side ("" for none).
+func (c *Client) listenMulti(ks []string, id, side string) (*multiWaiter, error) {
+	mw := &multiWaiter{c: c, id: id, side: side, wake: make(chan struct{}, 1)}
 	for _, k := range ks {
 		kw := c.notify.join(k, mw)
 		if kw == nil {
@@ -143,10 +192,11 @@ func (c *Client) listenMulti(ks []string, id string) (*multiWaiter, error) {
 	return mw, nil
 }
 
-// released implements listener: a key left free for anyone by a node
-// that refused the call's latest round wakes the call, and so does a
-// release that names it; one kept for another waiter does not, nor one
-// from a node the call released itself after its latest round.
+// released implements listener: a key left free for anyone, or for the
+// call's side, by a node that refused the call's latest round wakes the
+// call, and so does a release that names it; one kept for another waiter
+// or told to the other side does not, nor one from a node the call
+// released itself after its latest round.
 func (mw *multiWaiter) released(i int, to string) {
 	if mw.ignore.Load()&nodeBit(i) != 0 {
 		return
@@ -154,10 +204,10 @@ func (mw *multiWaiter) released(i int, to string) {
 	switch {
 	case to != "" && to == mw.id:
 		mw.urgent.Store(true)
-		mw.poke()
-	case to == "" && mw.refusing.Load()&nodeBit(i) != 0:
+		mw.wakeUp()
+	case (to == "" || to == mw.side) && mw.refusing.Load()&nodeBit(i) != 0:
 		updateMask(&mw.heard, func(m uint64) uint64 { return m | nodeBit(i) })
-		mw.poke()
+		mw.wakeUp()
 	}
 }
 
@@ -171,7 +221,7 @@ func (mw *multiWaiter) handedOff(int, string, int, uint64) {}
 func (mw *multiWaiter) subscribed(i int) {
 	if mw.watch.confirmed(i) {
 		mw.urgent.Store(true)
-		mw.poke()
+		mw.wakeUp()
 	}
 }
 
@@ -185,8 +235,19 @@ func (mw *multiWaiter) drain() {
 	mw.urgent.Store(false)
 }
 
-// poke implements listener: the call asks again.
+// poke implements listener: restart safety may count a node now that it
+// did not count. The call asks again when its latest round had such a
+// node; a round refused by holders and waiters has nothing to count
+// again.
 func (mw *multiWaiter) poke() {
+	if mw.uncounted.Load() {
+		mw.urgent.Store(true)
+		mw.wakeUp()
+	}
+}
+
+// wakeUp ends the call's sleep, or the next one.
+func (mw *multiWaiter) wakeUp() {
 	select {
 	case mw.wake <- struct{}{}:
 	default:
@@ -245,7 +306,7 @@ func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken
 		case <-t.C():
 			return graced, nil
 		case <-mw.wake:
-			if mw.urgent.Load() || bits.OnesCount64(mw.heard.Load()) >= int(mw.need.Load()) {
+			if mw.urgent.Load() || bits.OnesCount64(mw.heard.Load()&mw.refusing.Load()) >= int(mw.need.Load()) {
 				return true, nil
 			}
 			// Some of the refusing nodes announced a release: the others'

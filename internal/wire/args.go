@@ -278,11 +278,36 @@ func RWExtendArgs(keys *[8]string, token string, ms int64) []any {
 
 // RWReleaseArgs are the release's keys and arguments: the writer or
 // reader token of the lock name gives up its hold, announced on name's
-// release channel, or the waiting call waiter ("" for none) its place. A
-// writer's release begins a readers' turn of at most turnMs.
-func RWReleaseArgs(name string, keys *[8]string, token, waiter string, turnMs int64) []any {
-	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, waiter, turnMs)
+// release channel to those who can use it. A writer's release begins a
+// readers' turn of at most turnMs.
+func RWReleaseArgs(name string, keys *[8]string, token string, turnMs int64) []any {
+	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, "", turnMs, ForReaders, ForWriters, "1")
 }
+
+// RWLeaveArgs are the release's keys and arguments for the waiting call
+// waiter of the lock name, which takes its place away: announced on
+// name's release channel for anyone, unless the call took the lock (held),
+// when the place it frees lets no one in.
+func RWLeaveArgs(name string, keys *[8]string, waiter string, held bool) []any {
+	announce := ""
+	if !held {
+		announce = "1"
+	}
+	return append(rwKeys(keys), "", ReleaseChannel(name), RWMarker, waiter, 0, ForReaders, ForWriters, announce)
+}
+
+// ForReaders and ForWriters are the To of a read-write lock's release
+// that only waiting readers, or only waiting writers, can use: a writer's
+// release that began the readers' turn, and the last live reader's
+// release while writers wait whose first has lost its place (when it has
+// not, that release names it). A reader's release that leaves other live
+// readers in is not announced: it lets no one in. They cannot be a
+// waiter's id (Client ID "." random), nor the empty To of a release for
+// anyone.
+const (
+	ForReaders = "*readers"
+	ForWriters = "*writers"
+)
 
 // LeaderWriteArgs are the leader record's keys and arguments: the record
 // of the election name takes token, value, term and the Client ID cid,

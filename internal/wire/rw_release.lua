@@ -1,8 +1,11 @@
 -- Read-write lock, a release: give up the writer's key or the reader's
--- entry that holds our token, and announce it to every waiting Client;
--- a waiting call that gives up takes its place away. A writer's release
--- while readers wait begins the readers' turn: those that waited since
--- before it go in before the next writer (rw_read.lua, rw_write.lua).
+-- entry that holds our token, and announce it to the waiting Clients that
+-- can use it; a waiting call that gives up takes its place away. A
+-- writer's release while readers wait begins the readers' turn: those
+-- that waited since before it go in before the next writer (rw_read.lua,
+-- rw_write.lua), and only readers are told. A reader's release while
+-- other live readers remain lets no one in and is not announced; the
+-- last one's names the first waiting writer while any waits.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
 local writers = KEYS[3] -- sorted set: waiting writer id by priority
@@ -16,14 +19,21 @@ local releaseChannel = ARGV[2] -- where a release is announced: the name's relea
 local marker = ARGV[3] -- what the mutex key holds while the read-write lock is held
 local waiter = ARGV[4] -- the id of a waiting call (reader or writer) whose place goes; "" for none
 local turnMs = tonumber(ARGV[5] or "0") -- how long (ms) a readers' turn lasts at most
+local forReaders = ARGV[6] or "" -- the announcement of a release only readers can use
+local forWriters = ARGV[7] or "" -- the announcement of a release only writers can use
+local announce = (ARGV[8] or "1") == "1" -- "": a leave of a call that took the lock, announced to no one
 
 -- Returns 1 when the token held something here (or the waiter had a
 -- place) and it is given up, 0 otherwise; {1, error} when given up but
 -- the node refused to announce it (PUBLISH denied).
-local freed = 0
+local freed, to = 0, "" -- to: who the release is announced to ("" anyone; nil no one)
 if waiter ~= "" then
 	for _, k in ipairs({writers, writersDue, waiting, waitingDue}) do
 		freed = math.max(freed, redis.call("ZREM", k, waiter))
+	end
+	if not announce then
+		-- The call holds the lock: the place it frees lets no one in.
+		to = nil
 	end
 elseif redis.call("GET", writer) == token then
 	redis.call("DEL", writer)
@@ -31,9 +41,27 @@ elseif redis.call("GET", writer) == token then
 	if turnMs > 0 and redis.call("ZCARD", waiting) > 0 then
 		local t = redis.call("TIME")
 		redis.call("SET", turn, t[1] * 1000000 + t[2], "PX", turnMs)
+		to = forReaders
 	end
 elseif redis.call("HDEL", readers, token) == 1 then
 	freed = 1
+	local t = redis.call("TIME")
+	local nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
+	for _, ends in ipairs(redis.call("HVALS", readers)) do
+		if tonumber(ends) > nowMs then
+			to = nil -- another reader is still in
+			break
+		end
+	end
+	if to then
+		-- The last live reader out: the first waiting writer goes next,
+		-- and only it is named, unless its place has lapsed.
+		local head = redis.call("ZRANGE", writers, 0, 0)[1]
+		if head then
+			local due = tonumber(redis.call("ZSCORE", writersDue, head) or "0")
+			to = due > t[1] * 1000000 + t[2] and head or forWriters
+		end
+	end
 end
 if freed == 0 then
 	return 0
@@ -42,7 +70,10 @@ end
 if redis.call("EXISTS", writer, readers) == 0 and redis.call("GET", mutex) == marker then
 	redis.call("DEL", mutex)
 end
-local r = redis.pcall("PUBLISH", releaseChannel, "")
+if not to then
+	return 1
+end
+local r = redis.pcall("PUBLISH", releaseChannel, to)
 if type(r) == "table" and r.err then
 	return {1, r.err}
 end

@@ -1,0 +1,246 @@
+package tests
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/redlock/internal/async"
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
+	"github.com/quorumlock/redlock/redlock"
+)
+
+// What wakes a read-write lock's waiting calls, and how often they ask.
+
+// heardReleases subscribes to name's release channel on the node at addr
+// and returns the messages it hears, in order, on a channel.
+func heardReleases(t *testing.T, addr, name string) <-chan string {
+	t.Helper()
+	conn, err := redis.Dial("tcp", addr)
+	require.NoError(t, err)
+	psc := redis.PubSubConn{Conn: conn}
+	require.NoError(t, psc.Subscribe(wire.ReleaseChannel(name)))
+	out := make(chan string, 64)
+	confirmed := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			switch m := psc.Receive().(type) {
+			case redis.Subscription:
+				close(confirmed)
+			case redis.Message:
+				out <- string(m.Data)
+			case error:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = conn.Close() })
+	select {
+	case <-confirmed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no subscription confirmed")
+	}
+	return out
+}
+
+// quietFor fails unless heard delivers nothing for d.
+func quietFor(t *testing.T, heard <-chan string, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case m := <-heard:
+		t.Fatalf("%s, and heard %q", why, m)
+	case <-time.After(d):
+	}
+}
+
+// within returns what ch delivers, failing the test when nothing comes
+// within 10s.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10s", what)
+		panic("unreachable")
+	}
+}
+
+// waitZCard waits until key, a sorted set on node s, holds n members.
+func waitZCard(t *testing.T, e *env, key string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		got, err := redis.Int64(e.nodes[0].Do("ZCARD", key))
+		return err == nil && got >= n
+	}, 5*time.Second, 2*time.Millisecond, "%s has %d members", key, n)
+}
+
+// A read-write lock's releases are announced only to the waiting calls
+// they let in: a reader's release that leaves another reader in is not
+// announced, the last reader's names the first waiting writer, a writer's
+// release that begins the readers' turn is told to readers, and a
+// waiting call that took the lock leaves its place without an
+// announcement. Before, every one of them was announced to every waiting
+// call, and each woke every waiting writer and reader to ask in vain
+// (6 readers and 2 writers, holds of 2ms: 4.4 rounds a write, 2.65 a read).
+func TestRWLock_releasesAreAnnouncedOnlyToTheCallsTheyLetIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	name := newKey(t)
+	keys := wire.RWKeys(name)
+	heard := heardReleases(t, e.addrs[0], name)
+	ctx := ctxT(t, 20*time.Second)
+
+	r1, err := e.client().RWLock(name).RLock(ctx, hourTTL)
+	require.NoError(t, err)
+	r2, err := e.client().RWLock(name).RLock(ctx, hourTTL)
+	require.NoError(t, err)
+	wrote := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := e.client(neverRetry, noRefresh).RWLock(name).Lock(ctx, hourTTL)
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- l
+	}()
+	waitZCard(t, e, keys[2], 1) // the writer waits
+
+	require.NoError(t, r1.Unlock(ctx))
+	quietFor(t, heard, 200*time.Millisecond, "a reader's release left another reader in")
+
+	require.NoError(t, r2.Unlock(ctx))
+	msg := within(t, heard, "announcement of the last reader's release")
+	require.NotContains(t, []string{"", wire.ForReaders, wire.ForWriters}, msg, "the last reader's release names the writer")
+	w := within(t, wrote, "writer")
+	require.NotNil(t, w)
+	quietFor(t, heard, 200*time.Millisecond, "the writer took the lock and left its place")
+
+	read := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := e.client(neverRetry, noRefresh).RWLock(name).RLock(ctx, hourTTL)
+		if err != nil {
+			t.Error(err)
+		}
+		read <- l
+	}()
+	waitZCard(t, e, keys[5], 1) // the reader waits
+	require.NoError(t, w.Unlock(ctx))
+	require.Equal(t, wire.ForReaders, within(t, heard, "announcement of the writer's release"), "the writer's release began the readers' turn")
+	r := within(t, read, "reader")
+	require.NotNil(t, r)
+	require.NoError(t, r.Unlock(ctx))
+	require.Equal(t, "", within(t, heard, "announcement of the reader's release"), "the last reader's release, no writer waiting")
+}
+
+// rwRounds counts the rounds of a read-write lock's readers (wire.RWRead)
+// sent through a pool.New pool.
+type rwRounds struct {
+	pool.Pool
+	s     starter
+	reads *atomic.Int64
+}
+
+func (p rwRounds) count(s *pool.Script) {
+	if base, ok := wire.Unsharded(s); ok {
+		s = base
+	}
+	if s == wire.RWRead {
+		p.reads.Add(1)
+	}
+}
+
+func (p rwRounds) Eval(ctx context.Context, s *pool.Script, args ...any) (any, error) {
+	p.count(s)
+	return p.Pool.Eval(ctx, s, args...)
+}
+
+func (p rwRounds) Start(rcv async.Receiver, cmd string, args ...any) { p.s.Start(rcv, cmd, args...) }
+
+func (p rwRounds) StartEval(rcv async.Receiver, s *pool.Script, args ...any) {
+	p.count(s)
+	p.s.StartEval(rcv, s, args...)
+}
+
+func (p rwRounds) DialPubSub(ctx context.Context, on func(pool.PubSubEvent)) (pool.PubSubConn, error) {
+	return p.Pool.(pool.Subscriber).DialPubSub(ctx, on)
+}
+
+// readRounds returns a Client over fresh pool.New pools of e whose first
+// node counts the readers' rounds. The Client has taken a lock already:
+// the end of its first restart check, which wakes every waiting call to
+// count again, is behind it.
+func readRounds(t *testing.T, e *env, opts ...redlock.Option) (*redlock.Client, *atomic.Int64) {
+	t.Helper()
+	pools := newPools(t, e.addrs)
+	n := new(atomic.Int64)
+	pools[0] = rwRounds{Pool: pools[0], s: async.StarterOf[*pool.Script](pools[0]), reads: n}
+	c := newClient(t, pools, opts...)
+	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	return c, n
+}
+
+// A waiting reader on a Client that is still subscribed to the lock's
+// releases (an earlier call's subscription lingers) listens before its
+// first round, and does not ask again at once when it is refused: a
+// release during that round is heard. Before, every waiting call asked
+// twice before it slept, the second time in case a release came between
+// its first round and its subscription.
+func TestRWLock_aWaitingCallOnASubscribedLockAsksOnceBeforeItSleeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	name := newKey(t)
+	w, err := e.client().RWLock(name).Lock(ctxT(t, 10*time.Second), hourTTL)
+	require.NoError(t, err)
+	c, reads := readRounds(t, e)
+	rw := c.RWLock(name)
+	_, err = rw.RLock(ctxT(t, 300*time.Millisecond), hourTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.EqualValues(t, 2, reads.Load(), "not subscribed yet: once refused, once subscribed")
+	// The call that gave up took its place away, announced for anyone:
+	// that lands before the next call listens.
+	require.Eventually(t, func() bool {
+		for _, n := range e.nodes {
+			if got, err := redis.Int64(n.Do("ZCARD", wire.RWKeys(name)[5])); err != nil || got != 0 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 2*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	reads.Store(0)
+	_, err = rw.RLock(ctxT(t, 300*time.Millisecond), hourTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.EqualValues(t, 1, reads.Load(), "subscribed: the first round is heard around")
+	require.NoError(t, w.Unlock(ctxT(t, 10*time.Second)))
+}
+
+// A reader refused because a writer waits (the node gives no time it
+// would end) sleeps until an announcement or the refresh interval, not by
+// the back-off: whatever lets it in is announced. Before, it asked again
+// after 5-10ms, 10-20ms, 20-40ms and so on, each round in vain.
+func TestRWLock_aReaderBehindAWaitingWriterDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	name := newKey(t)
+	ctx := ctxT(t, 20*time.Second)
+	r, err := e.client().RWLock(name).RLock(ctx, hourTTL)
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _, _ = e.client().RWLock(name).Lock(wctx, hourTTL) }()
+	waitZCard(t, e, wire.RWKeys(name)[2], 1) // the writer waits
+	c, reads := readRounds(t, e)
+	_, err = c.RWLock(name).RLock(ctxT(t, 500*time.Millisecond), hourTTL)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.LessOrEqual(t, reads.Load(), int64(2), "once refused, once subscribed, then it sleeps")
+	stop()
+	require.NoError(t, r.Unlock(ctx))
+}
