@@ -47,8 +47,9 @@ elseif redis.call("HDEL", readers, token) == 1 then
 	freed = 1
 	local t = redis.call("TIME")
 	local nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
-	for _, ends in ipairs(redis.call("HVALS", readers)) do
-		if tonumber(ends) > nowMs then
+	local kv = redis.call("HGETALL", readers)
+	for i = 2, #kv, 2 do
+		if tonumber(kv[i]) > nowMs then
 			to = nil -- another reader is still in
 			break
 		end
