@@ -44,9 +44,8 @@ type pacing struct {
 // at once); a round whose refusals and unasked nodes left a quorum out of
 // reach is none (QuorumError.outOfReach), whatever the nodes that
 // granted. A busy round
-// (QuorumError.Busy) sleeps until the holder's keys run out (busyFor), or
-// for the refresh interval when the refusals alone decided it and give no
-// end (queued behind other waiters); any other failure by the back-off. armed says
+// (QuorumError.Busy) sleeps until the holder's keys run out (busyFor);
+// any other failure by the back-off. armed says
 // whether releases are heard: without them the call never sleeps past the
 // back-off.
 func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duration, split bool) {
@@ -64,11 +63,6 @@ func (p *pacing) next(qe *QuorumError, failures int, armed bool) (d time.Duratio
 		p.splits = 0
 		if after, ok := busyFor(qe); ok {
 			d = min(after, p.c.refresh()) + rand.N(expiryJitter+1)
-		} else if qe.Count(NodeRefused) > len(qe.Nodes)-qe.Quorum {
-			// Refused without a known end (queued behind other waiters, a
-			// readers' turn): whatever ends it is announced, or lapses
-			// within the refresh interval.
-			d = p.c.refresh() + rand.N(expiryJitter+1)
 		}
 	default:
 		p.splits = 0

@@ -244,3 +244,53 @@ func TestRWLock_aReaderBehindAWaitingWriterDoesNotPoll(t *testing.T) {
 	stop()
 	require.NoError(t, r.Unlock(ctx))
 }
+
+// A waiting writer that died without leaving keeps its place on the
+// nodes until the place lapses: a writer and a reader refused behind it
+// learn from the nodes when that is, and ask again then, without an
+// announcement and whatever their back-off. Before, the nodes answered
+// "no known end", and both slept by the back-off (here ten minutes).
+func TestRWLock_callsBehindADeadWaitingWriterAskAgainWhenItsPlaceLapses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	const lapse = 300 * time.Millisecond
+	for _, tc := range []struct {
+		side string
+		take func(rw *redlock.RWLock) func(context.Context, time.Duration, ...redlock.LockOption) (*redlock.Lock, error)
+	}{
+		{"writer", func(rw *redlock.RWLock) func(context.Context, time.Duration, ...redlock.LockOption) (*redlock.Lock, error) {
+			return rw.Lock
+		}},
+		{"reader", func(rw *redlock.RWLock) func(context.Context, time.Duration, ...redlock.LockOption) (*redlock.Lock, error) {
+			return rw.RLock
+		}},
+	} {
+		t.Run(tc.side, func(t *testing.T) {
+			name := newKey(t)
+			plantDeadWriter(t, e, name, lapse)
+			start := time.Now()
+			ctx := ctxT(t, 5*time.Second)
+			l, err := tc.take(e.client(neverRetry, noRefresh).RWLock(name))(ctx, hourTTL)
+			require.NoError(t, err, "asked again when the dead writer's place lapsed")
+			require.GreaterOrEqual(t, time.Since(start), lapse-50*time.Millisecond, "waited for the place")
+			require.NoError(t, l.Unlock(ctx))
+		})
+	}
+}
+
+// plantDeadWriter places a waiting writer that no call makes on every
+// node of e, first in the order of name's waiting writers, its place
+// lapsing after lapse by each node's clock.
+func plantDeadWriter(t *testing.T, e *env, name string, lapse time.Duration) {
+	t.Helper()
+	keys := wire.RWKeys(name)
+	for _, n := range e.nodes {
+		now, err := redis.Int64s(n.Do("TIME"))
+		require.NoError(t, err)
+		due := now[0]*1_000_000 + now[1] + lapse.Microseconds()
+		_, err = n.Do("ZADD", keys[2], 0, "dead.writer")
+		require.NoError(t, err)
+		_, err = n.Do("ZADD", keys[4], due, "dead.writer")
+		require.NoError(t, err)
+	}
+}

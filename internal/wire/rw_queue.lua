@@ -10,3 +10,16 @@ local function prune(set, due, now)
 		redis.call("ZREM", due, unpack(stale))
 	end
 end
+
+-- lapseMs is how long (ms) until the place of set's first member lapses
+-- (due holds when each lapses), at least 1: a refused call that waits
+-- behind it asks again by then, should it have died without leaving;
+-- -1 when set is empty.
+local function lapseMs(set, due, now)
+	local first = redis.call("ZRANGE", set, 0, 0)[1]
+	if not first then
+		return -1
+	end
+	local at = tonumber(redis.call("ZSCORE", due, first) or "0")
+	return math.max(1, math.ceil((at - now) / 1000))
+end

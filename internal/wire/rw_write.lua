@@ -26,8 +26,10 @@ local waited = ARGV[7] or "0" -- how long (µs) it has waited by its Client's mo
 local sec = ARGV[8] or "" -- its Client's wall-clock time when it sent the round (priority + waited), in whole seconds
 
 -- Returns 1 when taken; {0, pttl} when refused, pttl the ms until the
--- holders (the writer, or the last live reader) run out, -1 when it waits
--- for readers whose turn it is or for writers before it; {4} when a mutex
+-- holders (the writer, or the last live reader) run out, until the
+-- readers' turn ends when it waits for readers whose turn it is, or until
+-- the first waiting writer's place lapses when it waits for writers
+-- before it (each lapses unless its call asks again); {4} when a mutex
 -- holds the name.
 local m = redis.call("GET", mutex)
 if m and m ~= marker then
@@ -72,7 +74,7 @@ end
 local began = redis.call("GET", turn)
 if began then
 	if redis.call("ZCOUNT", waiting, "-inf", "(" .. began) > 0 then
-		return {0, -1} -- the readers' turn
+		return {0, math.max(1, redis.call("PTTL", turn))} -- the readers' turn
 	end
 	redis.call("DEL", turn)
 end
@@ -90,7 +92,7 @@ else
 	ahead = redis.call("ZCARD", writers)
 end
 if ahead > 0 then
-	return {0, -1} -- writers before it
+	return {0, lapseMs(writers, writersDue, now)} -- writers before it
 end
 redis.call("SET", writer, token, "PX", ttl)
 -- The marker refuses a mutex on the name while anyone holds it.
