@@ -192,20 +192,26 @@ func (c *Client) listenMulti(ks []string, id, side string) (*multiWaiter, error)
 	return mw, nil
 }
 
-// released implements listener: a key left free for anyone, or for the
-// call's side, by a node that refused the call's latest round wakes the
-// call, and so does a release that names it; one kept for another waiter
-// or told to the other side does not, nor one from a node the call
-// released itself after its latest round.
+// released implements listener: a key left free for anyone, for the
+// call's side or for the call by name, by a node that refused the call's
+// latest round wakes the call, and a slot kept for it wakes it at once;
+// one kept for another waiter or told to the other side does not, nor
+// one from a node the call released itself after its latest round.
 func (mw *multiWaiter) released(i int, to string) {
 	if mw.ignore.Load()&nodeBit(i) != 0 {
 		return
 	}
+	named := to != "" && to == mw.id
 	switch {
-	case to != "" && to == mw.id:
+	case named && mw.side == "":
+		// A semaphore's release keeps the slot for the call: it asks at
+		// once.
 		mw.urgent.Store(true)
 		mw.wakeUp()
-	case (to == "" || to == mw.side) && mw.refusing.Load()&nodeBit(i) != 0:
+	case (to == "" || to == mw.side || named) && mw.refusing.Load()&nodeBit(i) != 0:
+		// A read-write lock's release that names the first waiting
+		// writer keeps nothing for it: it asks, as for a release for
+		// anyone, once enough of the nodes announced it (sleep).
 		updateMask(&mw.heard, func(m uint64) uint64 { return m | nodeBit(i) })
 		mw.wakeUp()
 	}
