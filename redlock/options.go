@@ -106,10 +106,10 @@ func WithDriftFactor(f float64) Option {
 // replied by then counts as failed. A node of pool.New whose first
 // connection had yet to be opened when the round was sent (a new pool's
 // first round) is waited for until it opens, within the pool's dial
-// timeout, and then for d more: the lock's validity still counts from the
-// round's start. Default
+// timeout, and then for as long again as the round had waited, at least
+// d: the lock's validity still counts from the round's start. Default
 // 50ms: small next to a lock's TTL, large next to a round trip on a local
-// network. It must be positive.
+// network. It must be positive. See docs/operations.md#timeouts.
 func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.nodeTimeout = d })
 }
