@@ -189,5 +189,5 @@ func (c *Client) tryMulti(ctx context.Context, m *multi, ttl time.Duration, cfg 
 // waitMulti takes ks, waiting as LockMulti says; refused is when its
 // first round was refused (zero when it was not).
 func (c *Client) waitMulti(ctx context.Context, m *multi, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
-	return c.waitUnqueued(ctx, m.ks, "", "", cfg, func() (*Lock, error) { return c.tryMulti(ctx, m, ttl, cfg) })
+	return c.waitUnqueued(ctx, m.ks, wakeOn{}, cfg, func() (*Lock, error) { return c.tryMulti(ctx, m, ttl, cfg) })
 }

@@ -168,12 +168,12 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, r
 		}
 	}()
 	// A writer is named by the last reader's release when it is the first
-	// waiting writer, and wakes alone.
-	id, side := w.ID, wire.ForWriters
+	// waiting writer, and wakes alone; a readers' turn is told to readers.
+	wake := wakeOn{id: w.ID}
 	if reader {
-		id, side = "", wire.ForReaders
+		wake = wakeOn{side: wire.ForReaders}
 	}
-	return c.waitUnqueued(ctx, []string{rw.name}, id, side, cfg, func() (*Lock, error) {
+	return c.waitUnqueued(ctx, []string{rw.name}, wake, cfg, func() (*Lock, error) {
 		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := rw.try(ctx, ttl, cfg, reader, w)
 		if r != nil {

@@ -163,7 +163,7 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 			c.tellAfter(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID), &sent)
 		}
 	}()
-	return c.waitUnqueued(ctx, []string{s.name}, w.ID, "", cfg, func() (*Lock, error) {
+	return c.waitUnqueued(ctx, []string{s.name}, wakeOn{id: w.ID, kept: true}, cfg, func() (*Lock, error) {
 		w.Waited = c.cfg.clock.Since(began).Microseconds()
 		l, r, err := s.try(ctx, ttl, cfg, prefer, w)
 		if r != nil {

@@ -18,17 +18,16 @@ import (
 // waitUnqueued calls try until a round takes the lock or fails for
 // another reason than a refusal, or try ends the wait (endWait), and
 // between refused rounds it sleeps as pacing says, or until a release of
-// one of keys is announced: one that leaves a key free for anyone or for
-// the call's side (wire.ForReaders, wire.ForWriters; "" for none), or one
-// that names the call's id ("" for none). refused is when the first round
+// one of keys is announced: one that leaves a key free for anyone, or
+// one that wake says is for the call. refused is when the first round
 // was refused (zero when it was not).
-func (c *Client) waitUnqueued(ctx context.Context, keys []string, id, side string, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
+func (c *Client) waitUnqueued(ctx context.Context, keys []string, wake wakeOn, cfg lockConfig, try func() (*Lock, error)) (l *Lock, refused time.Time, err error) {
 	// Subscribed to every key already (an earlier call's subscription
 	// lingers): the call listens before its first round, and a release
 	// announced while that round runs wakes it. Otherwise it subscribes
 	// once refused, and asks again at once (a release in between went
 	// unheard).
-	mw, err := c.listenEarly(keys, id, side)
+	mw, err := c.listenEarly(keys, wake)
 	if err != nil {
 		return nil, refused, err
 	}
@@ -48,7 +47,7 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id, side strin
 	}
 	refused = c.cfg.clock.Now()
 	if again {
-		if mw, err = c.listenMulti(keys, id, side); err != nil {
+		if mw, err = c.listenMulti(keys, wake); err != nil {
 			return nil, refused, errors.Join(err, qe)
 		}
 		mw.heed(qe)
@@ -62,13 +61,13 @@ func (c *Client) waitUnqueued(ctx context.Context, keys []string, id, side strin
 // listenEarly is listenMulti when the Client's subscriptions to every key
 // of ks are armed, with every node counted as refusing until the first
 // round says which did (heed); nil, nil otherwise.
-func (c *Client) listenEarly(ks []string, id, side string) (*multiWaiter, error) {
+func (c *Client) listenEarly(ks []string, wake wakeOn) (*multiWaiter, error) {
 	for _, k := range ks {
 		if !c.notify.armed(k) {
 			return nil, nil
 		}
 	}
-	mw, err := c.listenMulti(ks, id, side)
+	mw, err := c.listenMulti(ks, wake)
 	if mw != nil {
 		mw.refusing.Store(^uint64(0))
 	}
@@ -139,14 +138,27 @@ func futileFloor(n int) time.Duration {
 	return time.Millisecond << min(n-1, 6)
 }
 
+// wakeOn says which release announcements are for a waiting call besides
+// those for anyone (the zero value: none).
+type wakeOn struct {
+	// id is the call's id: a release that names it is for it.
+	id string
+	// kept: a release that names the call keeps a slot for it (a
+	// semaphore's), and the call asks at once; otherwise it asks as for
+	// a release for anyone (a read-write lock's first waiting writer).
+	kept bool
+	// side is the To of releases told to the call's side
+	// (wire.ForReaders); "" for none.
+	side string
+}
+
 // multiWaiter is a waiting call's subscription to its keys' release
 // announcements (waitUnqueued): a release of any key that leaves it free,
 // or that names the call, wakes it.
 type multiWaiter struct {
 	c      *Client
-	id     string // the call's id in announcements; "" for none
-	side   string // the side whose releases it can use (wire.ForReaders, wire.ForWriters); "" for none
-	wake   chan struct{}
+	wake   wakeOn // the announcements for the call besides those for anyone
+	woken  chan struct{}
 	kws    []*keyWait
 	watch  nodeWatch     // the nodes its latest round could not ask, and those of them back since
 	ignore atomic.Uint64 // nodes the latest refused round may have taken keys on (ownNodes): it released them itself
@@ -177,10 +189,10 @@ func (mw *multiWaiter) heed(qe *QuorumError) {
 	mw.uncounted.Store(slices.ContainsFunc(qe.Nodes, func(r NodeResult) bool { return notCounted(r.Err) }))
 }
 
-// listenMulti subscribes to the announcements of every key of ks, for the
-// call id and side ("" for none).
-func (c *Client) listenMulti(ks []string, id, side string) (*multiWaiter, error) {
-	mw := &multiWaiter{c: c, id: id, side: side, wake: make(chan struct{}, 1)}
+// listenMulti subscribes to the announcements of every key of ks, for a
+// call that wake describes.
+func (c *Client) listenMulti(ks []string, wake wakeOn) (*multiWaiter, error) {
+	mw := &multiWaiter{c: c, wake: wake, woken: make(chan struct{}, 1)}
 	for _, k := range ks {
 		kw := c.notify.join(k, mw)
 		if kw == nil {
@@ -201,17 +213,13 @@ func (mw *multiWaiter) released(i int, to string) {
 	if mw.ignore.Load()&nodeBit(i) != 0 {
 		return
 	}
-	named := to != "" && to == mw.id
+	named := to != "" && to == mw.wake.id
 	switch {
-	case named && mw.side == "":
-		// A semaphore's release keeps the slot for the call: it asks at
-		// once.
-		mw.urgent.Store(true)
+	case named && mw.wake.kept:
+		mw.urgent.Store(true) // the slot is kept for it: it asks at once
 		mw.wakeUp()
-	case (to == "" || to == mw.side || named) && mw.refusing.Load()&nodeBit(i) != 0:
-		// A read-write lock's release that names the first waiting
-		// writer keeps nothing for it: it asks, as for a release for
-		// anyone, once enough of the nodes announced it (sleep).
+	case (to == "" || named || to == mw.wake.side) && mw.refusing.Load()&nodeBit(i) != 0:
+		// It asks once enough of the nodes announced it (sleep).
 		updateMask(&mw.heard, func(m uint64) uint64 { return m | nodeBit(i) })
 		mw.wakeUp()
 	}
@@ -234,7 +242,7 @@ func (mw *multiWaiter) subscribed(i int) {
 // drain drops a wake-up that came before the round about to start.
 func (mw *multiWaiter) drain() {
 	select {
-	case <-mw.wake:
+	case <-mw.woken:
 	default:
 	}
 	mw.heard.Store(0)
@@ -255,7 +263,7 @@ func (mw *multiWaiter) poke() {
 // wakeUp ends the call's sleep, or the next one.
 func (mw *multiWaiter) wakeUp() {
 	select {
-	case mw.wake <- struct{}{}:
+	case mw.woken <- struct{}{}:
 	default:
 	}
 }
@@ -288,7 +296,7 @@ func (mw *multiWaiter) isArmed() bool {
 // (ErrClosed).
 func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken bool, err error) {
 	if floor = min(floor, d); floor > 0 {
-		// A wake-up meanwhile stays in mw.wake for the wait below.
+		// A wake-up meanwhile stays in mw.woken for the wait below.
 		t := mw.c.timer(floor)
 		select {
 		case <-t.C():
@@ -311,7 +319,7 @@ func (mw *multiWaiter) sleep(ctx context.Context, d, floor time.Duration) (woken
 		select {
 		case <-t.C():
 			return graced, nil
-		case <-mw.wake:
+		case <-mw.woken:
 			if mw.urgent.Load() || bits.OnesCount64(mw.heard.Load()&mw.refusing.Load()) >= int(mw.need.Load()) {
 				return true, nil
 			}

@@ -281,7 +281,7 @@ func RWExtendArgs(keys *[8]string, token string, ms int64) []any {
 // release channel to those who can use it. A writer's release begins a
 // readers' turn of at most turnMs.
 func RWReleaseArgs(name string, keys *[8]string, token string, turnMs int64) []any {
-	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, "", turnMs, ForReaders, ForWriters, "1")
+	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, "", turnMs, ForReaders, "1")
 }
 
 // RWLeaveArgs are the release's keys and arguments for the waiting call
@@ -293,21 +293,16 @@ func RWLeaveArgs(name string, keys *[8]string, waiter string, held bool) []any {
 	if !held {
 		announce = "1"
 	}
-	return append(rwKeys(keys), "", ReleaseChannel(name), RWMarker, waiter, 0, ForReaders, ForWriters, announce)
+	return append(rwKeys(keys), "", ReleaseChannel(name), RWMarker, waiter, 0, ForReaders, announce)
 }
 
-// ForReaders and ForWriters are the To of a read-write lock's release
-// that only waiting readers, or only waiting writers, can use: a writer's
-// release that began the readers' turn, and the last live reader's
-// release while writers wait whose first has lost its place (when it has
-// not, that release names it). A reader's release that leaves other live
-// readers in is not announced: it lets no one in. They cannot be a
-// waiter's id (Client ID "." random), nor the empty To of a release for
-// anyone.
-const (
-	ForReaders = "*readers"
-	ForWriters = "*writers"
-)
+// ForReaders is the To of a read-write lock's release that only waiting
+// readers can use: a writer's release that began the readers' turn. The
+// last live reader's release while writers wait names the first of them;
+// a reader's release that leaves other live readers in is not announced,
+// since it lets no one in. ForReaders cannot be a waiter's id (Client ID
+// "." random), nor the empty To of a release for anyone.
+const ForReaders = "*readers"
 
 // LeaderWriteArgs are the leader record's keys and arguments: the record
 // of the election name takes token, value, term and the Client ID cid,

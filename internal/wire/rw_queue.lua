@@ -11,15 +11,14 @@ local function prune(set, due, now)
 	end
 end
 
--- lapseMs is how long (ms) until the place of set's first member lapses
+-- lapseMs is how long (ms) until the next of the places in due lapses
 -- (due holds when each lapses), at least 1: a refused call that waits
--- behind it asks again by then, should it have died without leaving;
--- -1 when set is empty.
-local function lapseMs(set, due, now)
-	local first = redis.call("ZRANGE", set, 0, 0)[1]
-	if not first then
+-- behind them asks again by then, should one have died without leaving;
+-- -1 when there is none.
+local function lapseMs(due, now)
+	local next = redis.call("ZRANGEBYSCORE", due, "-inf", "+inf", "LIMIT", 0, 1, "WITHSCORES")
+	if #next == 0 then
 		return -1
 	end
-	local at = tonumber(redis.call("ZSCORE", due, first) or "0")
-	return math.max(1, math.ceil((at - now) / 1000))
+	return math.max(1, math.ceil((tonumber(next[2]) - now) / 1000))
 end

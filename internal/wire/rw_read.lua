@@ -17,8 +17,8 @@ local waiter = ARGV[4] or "" -- the waiting reader's id; "" for a call that does
 local life = tonumber(ARGV[5] or "0") -- how long (ms) a refused waiting reader's place lasts
 
 -- Returns 1 when the reader joined; {0, pttl} when a writer holds the
--- lock (pttl its ms left) or waits for it (pttl the ms until the first
--- waiting writer's place lapses, unless it asks again); {4} when a mutex
+-- lock (pttl its ms left) or waits for it (pttl the ms until the next
+-- waiting writer's place lapses, unless its call asks again); {4} when a mutex
 -- holds the name.
 local m = redis.call("GET", mutex)
 if m and m ~= marker then
@@ -51,7 +51,7 @@ if redis.call("ZCARD", writers) > 0 then
 	local since = waiter ~= "" and redis.call("ZADD", waiting, "XX", "INCR", 0, waiter)
 	local began = redis.call("GET", turn)
 	if not (since and began and tonumber(since) < tonumber(began)) then
-		return refuse(lapseMs(writers, writersDue, now))
+		return refuse(lapseMs(writersDue, now))
 	end
 end
 -- A waiting reader's place stays until the call leaves (rw_release.lua):

@@ -1,4 +1,4 @@
--- Read-write lock, a release: give up the writer's key or the reader's
+-- Read-write lock, a release (rw_queue.lua comes first): give up the writer's key or the reader's
 -- entry that holds our token, and announce it to the waiting Clients that
 -- can use it; a waiting call that gives up takes its place away. A
 -- writer's release while readers wait begins the readers' turn: those
@@ -20,8 +20,7 @@ local marker = ARGV[3] -- what the mutex key holds while the read-write lock is 
 local waiter = ARGV[4] -- the id of a waiting call (reader or writer) whose place goes; "" for none
 local turnMs = tonumber(ARGV[5] or "0") -- how long (ms) a readers' turn lasts at most
 local forReaders = ARGV[6] or "" -- the announcement of a release only readers can use
-local forWriters = ARGV[7] or "" -- the announcement of a release only writers can use
-local announce = (ARGV[8] or "1") == "1" -- "": a leave of a call that took the lock, announced to no one
+local announce = (ARGV[7] or "1") == "1" -- "": a leave of a call that took the lock, announced to no one
 
 -- Returns 1 when the token held something here (or the waiter had a
 -- place) and it is given up, 0 otherwise; {1, error} when given up but
@@ -54,14 +53,11 @@ elseif redis.call("HDEL", readers, token) == 1 then
 			break
 		end
 	end
-	if to then
+	if to and redis.call("ZCARD", writers) > 0 then
 		-- The last live reader out: the first waiting writer goes next,
-		-- and only it is named, unless its place has lapsed.
-		local head = redis.call("ZRANGE", writers, 0, 0)[1]
-		if head then
-			local due = tonumber(redis.call("ZSCORE", writersDue, head) or "0")
-			to = due > t[1] * 1000000 + t[2] and head or forWriters
-		end
+		-- and only it is named (places that lapsed are dropped first).
+		prune(writers, writersDue, t[1] * 1000000 + t[2])
+		to = redis.call("ZRANGE", writers, 0, 0)[1] or ""
 	end
 end
 if freed == 0 then

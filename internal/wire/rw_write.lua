@@ -92,7 +92,7 @@ else
 	ahead = redis.call("ZCARD", writers)
 end
 if ahead > 0 then
-	return {0, lapseMs(writers, writersDue, now)} -- writers before it
+	return {0, lapseMs(writersDue, now)} -- writers before it
 end
 redis.call("SET", writer, token, "PX", ttl)
 -- The marker refuses a mutex on the name while anyone holds it.

@@ -115,7 +115,7 @@ var (
 	RWExtend = pool.NewScript(8, rwExtendSource)
 	// RWRelease gives up a read-write lock's writer or reader, or a
 	// waiting call's place (RWKeys' 8 keys).
-	RWRelease = pool.NewScript(8, rwReleaseSource)
+	RWRelease = pool.NewScript(8, rwQueueSource+rwReleaseSource)
 	// LeaderWrite writes an election's leader record while the election
 	// key holds the leader's token, and announces it.
 	LeaderWrite = pool.NewScript(2, leaderWriteSource)
@@ -163,7 +163,7 @@ var Scripts = []ScriptInfo{
 	{"rw_read", RWRead, rwQueueSource + rwReadSource},
 	{"rw_write", RWWrite, placeSource + rwQueueSource + rwWriteSource},
 	{"rw_extend", RWExtend, rwExtendSource},
-	{"rw_release", RWRelease, rwReleaseSource},
+	{"rw_release", RWRelease, rwQueueSource + rwReleaseSource},
 	{"leader_write", LeaderWrite, leaderWriteSource},
 	{"leader_read", LeaderRead, leaderReadSource},
 	{"leader_extend", LeaderExtend, leaderExtendSource},
