@@ -38,20 +38,36 @@ func slowDialer(delay time.Duration) func(ctx context.Context, network, addr str
 func TestDialGrace_aFirstLockWaitsForConnectionsSlowerThanTheNodeTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
-	const dial, nodeTimeout, ttl = 400 * time.Millisecond, 150 * time.Millisecond, 10 * time.Second
-	pools := make([]pool.Pool, len(e.addrs))
-	for i, addr := range e.addrs {
+	l := firstLockOn(t, slowDialPools(t, e.addrs, 400*time.Millisecond), 150*time.Millisecond, "the first lock waits for the connections")
+	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+}
+
+// slowDialPools returns pool.New pools over addrs whose connections take
+// dial to open.
+func slowDialPools(t *testing.T, addrs []string, dial time.Duration) []pool.Pool {
+	t.Helper()
+	pools := make([]pool.Pool, len(addrs))
+	for i, addr := range addrs {
 		p, err := pool.New(addr, pool.WithDialer(slowDialer(dial)))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Close() })
 		pools[i] = p
 	}
+	return pools
+}
+
+// firstLockOn takes a key with a new Client over pools whose node timeout
+// is nodeTimeout, failing the test with why when it does not, and checks
+// that the lock's validity counts from the round's start.
+func firstLockOn(t *testing.T, pools []pool.Pool, nodeTimeout time.Duration, why string) *redlock.Lock {
+	t.Helper()
+	const ttl = 10 * time.Second
 	c := newClient(t, pools, redlock.WithNodeTimeout(nodeTimeout))
 	start := time.Now()
 	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), ttl)
-	require.NoError(t, err, "the first lock waits for the connections")
+	require.NoError(t, err, why)
 	require.Less(t, l.Validity(), ttl-time.Since(start)+time.Millisecond, "counted from the round's start")
-	require.NoError(t, l.Unlock(ctxT(t, 10*time.Second)))
+	return l
 }
 
 // Nodes whose connections never open: the round waits no longer than the
@@ -90,20 +106,11 @@ func TestDialGrace_aSlowDialsFirstAnswerGetsAsLongAsTheDialTook(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
 	markDeployment(t, e.addrs)
-	const dial, hold, nodeTimeout, ttl = 400 * time.Millisecond, 250 * time.Millisecond, 150 * time.Millisecond, 10 * time.Second
-	pools := make([]pool.Pool, len(e.addrs))
+	slow := make([]string, len(e.addrs))
 	for i, addr := range e.addrs {
-		slow := startLatencyProxy(t, addr, hold, nil).Addr()
-		p, err := pool.New(slow, pool.WithDialer(slowDialer(dial)))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		pools[i] = p
+		slow[i] = startLatencyProxy(t, addr, 250*time.Millisecond, nil).Addr()
 	}
-	c := newClient(t, pools, redlock.WithNodeTimeout(nodeTimeout))
-	start := time.Now()
-	l, err := c.TryLock(ctxT(t, 10*time.Second), newKey(t), ttl)
-	require.NoError(t, err, "the first answers get as long as the dials took")
-	require.Less(t, l.Validity(), ttl-time.Since(start)+time.Millisecond, "counted from the round's start")
+	firstLockOn(t, slowDialPools(t, slow, 400*time.Millisecond), 150*time.Millisecond, "the first answers get as long as the dials took")
 	// No Unlock: every request is held back longer than the node timeout,
 	// and the key goes with the test's nodes.
 }

@@ -72,6 +72,20 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// inBackground runs take in a goroutine and delivers the lock it took
+// (nil, and the test fails, on an error).
+func inBackground(t *testing.T, take func() (*redlock.Lock, error)) <-chan *redlock.Lock {
+	out := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := take()
+		if err != nil {
+			t.Error(err)
+		}
+		out <- l
+	}()
+	return out
+}
+
 // waitZCard waits until key, a sorted set on node s, holds n members.
 func waitZCard(t *testing.T, e *env, key string, n int64) {
 	t.Helper()
@@ -101,14 +115,9 @@ func TestRWLock_releasesAreAnnouncedOnlyToTheCallsTheyLetIn(t *testing.T) {
 	require.NoError(t, err)
 	r2, err := e.client().RWLock(name).RLock(ctx, hourTTL)
 	require.NoError(t, err)
-	wrote := make(chan *redlock.Lock, 1)
-	go func() {
-		l, err := e.client(neverRetry, noRefresh).RWLock(name).Lock(ctx, hourTTL)
-		if err != nil {
-			t.Error(err)
-		}
-		wrote <- l
-	}()
+	wrote := inBackground(t, func() (*redlock.Lock, error) {
+		return e.client(neverRetry, noRefresh).RWLock(name).Lock(ctx, hourTTL)
+	})
 	waitZCard(t, e, keys[2], 1) // the writer waits
 
 	require.NoError(t, r1.Unlock(ctx))
@@ -121,14 +130,9 @@ func TestRWLock_releasesAreAnnouncedOnlyToTheCallsTheyLetIn(t *testing.T) {
 	require.NotNil(t, w)
 	quietFor(t, heard, 200*time.Millisecond, "the writer took the lock and left its place")
 
-	read := make(chan *redlock.Lock, 1)
-	go func() {
-		l, err := e.client(neverRetry, noRefresh).RWLock(name).RLock(ctx, hourTTL)
-		if err != nil {
-			t.Error(err)
-		}
-		read <- l
-	}()
+	read := inBackground(t, func() (*redlock.Lock, error) {
+		return e.client(neverRetry, noRefresh).RWLock(name).RLock(ctx, hourTTL)
+	})
 	waitZCard(t, e, keys[5], 1) // the reader waits
 	require.NoError(t, w.Unlock(ctx))
 	require.Equal(t, wire.ForReaders, within(t, heard, "announcement of the writer's release"), "the writer's release began the readers' turn")
@@ -222,10 +226,11 @@ func TestRWLock_aWaitingCallOnASubscribedLockAsksOnceBeforeItSleeps(t *testing.T
 	require.NoError(t, w.Unlock(ctxT(t, 10*time.Second)))
 }
 
-// A reader refused because a writer waits (the node gives no time it
-// would end) sleeps until an announcement or the refresh interval, not by
-// the back-off: whatever lets it in is announced. Before, it asked again
-// after 5-10ms, 10-20ms, 20-40ms and so on, each round in vain.
+// A reader refused because a writer waits sleeps until an announcement,
+// or until the waiting writer's place would lapse, not by the back-off:
+// whatever lets it in is announced. Before, the node gave no time it
+// would end, and the reader asked again after 5-10ms, 10-20ms, 20-40ms
+// and so on, each round in vain.
 func TestRWLock_aReaderBehindAWaitingWriterDoesNotPoll(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
