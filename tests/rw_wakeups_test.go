@@ -310,8 +310,8 @@ func TestRWLock_callsBehindADeadWaitingWriterAskAgainWhenItsPlaceLapses(t *testi
 	} {
 		t.Run(tc.side, func(t *testing.T) {
 			name := newKey(t)
+			start := time.Now() // before the places: none lapses before start+lapse
 			plantDeadWriter(t, e, name, lapse)
-			start := time.Now()
 			ctx := ctxT(t, 5*time.Second)
 			l, err := tc.take(e.client(neverRetry, noRefresh).RWLock(name))(ctx, hourTTL)
 			require.NoError(t, err, "asked again when the dead writer's place lapsed")
