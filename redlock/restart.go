@@ -751,7 +751,7 @@ func marked(a answer) bool { return a.err == nil && a.f.marker != "" }
 
 // adoptAnswer turns one answer of checkAll into node i's view (adopt),
 // marks the node when it is to be, and ends its check. fresh says the
-// deployment is new, as checkAll found it when it began.
+// deployment is new, as checkAll found it; began is when checkAll began.
 func (c *Client) adoptAnswer(a answer, fresh bool, began time.Time) {
 	if fresh && a.err == nil && a.f.marker == "" {
 		c.noteFresh(a.i, began) // before the node counts (shards.go)
