@@ -1,9 +1,9 @@
 -- Read-write lock, a release (rw_queue.lua comes first): give up the
 -- writer's key or the reader's entry that holds our token, and announce
--- it to the waiting Clients that can use it; a waiting call that gives up takes its place away. A
--- writer's release while readers wait begins the readers' turn: those
--- that waited since before it go in before the next writer (rw_read.lua,
--- rw_write.lua), and only readers are told. A reader's release while
+-- it to the waiting Clients that can use it; a waiting call that gives up
+-- takes its place away. A writer's release while readers wait begins the
+-- readers' turn: those that waited since before it go in before the next
+-- writer (rw_read.lua, rw_write.lua), and only readers are told. A reader's release while
 -- other live readers remain lets no one in and is not announced; the
 -- last one's names the first waiting writer while any waits.
 local writer = KEYS[1] -- the writer's token
