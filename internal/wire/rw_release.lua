@@ -3,9 +3,10 @@
 -- it to the waiting Clients that can use it; a waiting call that gives up
 -- takes its place away. A writer's release while readers wait begins the
 -- readers' turn: those that waited since before it go in before the next
--- writer (rw_read.lua, rw_write.lua), and only readers are told. A reader's release while
--- other live readers remain lets no one in and is not announced; the
--- last one's names the first waiting writer while any waits.
+-- writer (rw_read.lua, rw_write.lua), and only readers are told. A
+-- reader's release while other live readers remain lets no one in and is
+-- not announced; the last one's names the first waiting writer while any
+-- waits.
 local writer = KEYS[1] -- the writer's token
 local readers = KEYS[2] -- hash: reader token -> the node time (ms) its hold ends
 local writers = KEYS[3] -- sorted set: waiting writer id by priority
