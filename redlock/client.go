@@ -219,17 +219,11 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 	return l
 }
 
-// tell sends script with args to every node as background work, owed
-// until each node answers (for as long as a queue place lives): a
+// tellAfter sends script with args to every node as background work,
+// owed until each node answers (for as long as a queue place lives): a
 // follow-up nobody waits for, such as a waiting call leaving its queues.
-// After Close it sends nothing.
-func (c *Client) tell(ctx context.Context, script *pool.Script, args []any) {
-	c.tellAfter(ctx, script, args, nil)
-}
-
-// tellAfter is tell for a follow-up of the rounds after (nil for none):
-// on a node where one of them has not settled, it goes once they have
-// (debt.oweAfter).
+// On a node where one of the rounds after (nil for none) has not settled,
+// it goes once they have (debt.oweAfter). After Close it sends nothing.
 func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any, after *pending) {
 	t, ok := c.bg.claim()
 	if !ok {

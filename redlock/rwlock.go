@@ -115,7 +115,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, w wire.Wait) (*Lock, *round, error) {
 	waiter := w.ID
 	c := rw.c
-	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw}}
+	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw, waiter}}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return nil, nil, err
@@ -145,26 +145,26 @@ func (rw *RWLock) placeLife() time.Duration { return rw.c.refresh() + rw.c.entry
 // began to wait), with which the nodes keep its place, also where a
 // round took the lock: a round that fails on too many nodes leaves the
 // call first where it was, and the nodes keep agreeing on the order. A
-// call that sent a round takes its place away when it ends, with the
-// lock or without.
+// call that sent a round takes its place away when it ends: a reader
+// that took the lock with its release (readHold), anyone else with a
+// message of its own. A place lapses no later than the hold it took.
 func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool) (l *Lock, refused time.Time, err error) {
 	c := rw.c
 	began := c.cfg.clock.Now()
 	w := wire.Wait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36), Priority: began.UnixMicro()}
 	var sent pending // the rounds the leave must not overtake
 	defer func() {
-		leave := wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, l != nil)
 		switch {
-		case l != nil:
-			// With the lock: its place goes at once, or the next writer
-			// would wait behind it until the call's rounds settle on
-			// every node (a node timeout, with one node down). A late
-			// round that lands after the leave puts the place back on its
-			// node only, until the place lapses there.
-			c.tell(ctx, wire.RWRelease, leave)
-		case sent.last != nil:
-			// Without: after the call's rounds, which would put it back.
-			c.tellAfter(ctx, wire.RWRelease, leave, &sent)
+		case l != nil && !reader:
+			// A writer with the lock: its place goes at once, so that
+			// the nodes (and Inspect) name the next waiting writer first.
+			// A late round that lands after the leave puts the place
+			// back on its node only, until it lapses there.
+			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, true), nil)
+		case l == nil && sent.last != nil:
+			// Without the lock: after the call's rounds, which would put
+			// the place back.
+			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, false), &sent)
 		}
 	}()
 	// A writer is named by the last reader's release when it is the first
@@ -198,8 +198,14 @@ func (rw *RWLock) status(addr string, reply any, err error) (NodeStatus, error) 
 }
 
 // readHold is the kind of a reader's hold of a read-write lock: the
-// lock's key is the readers' hash, which holds the token.
-type readHold struct{ rw *RWLock }
+// lock's key is the readers' hash, which holds the token. waiter is the
+// id of the waiting call that took it ("" for none, and for a restored
+// Handle): its place goes with the release, which saves every node a
+// script call per waiting reader (a waiting writer leaves at once).
+type readHold struct {
+	rw     *RWLock
+	waiter string
+}
 
 // writeHold is the kind of the writer's hold: the lock's key is the
 // writer's key.
@@ -213,14 +219,16 @@ func (readHold) keys() []string                { return nil }
 func (writeHold) keys() []string               { return nil }
 func (h readHold) handle(_ *Lock, hd *Handle)  { hd.Name = h.rw.name }
 func (h writeHold) handle(_ *Lock, hd *Handle) { hd.Name = h.rw.name }
+
+// undo keeps the waiting call's place: it still waits.
 func (h readHold) undo(_ *Client, _, token string, _ []any, _ int) (*pool.Script, []any) {
-	return h.rw.release(token)
+	return h.rw.release(token, "")
 }
 func (h writeHold) undo(_ *Client, _, token string, _ []any, _ int) (*pool.Script, []any) {
-	return h.rw.release(token)
+	return h.rw.release(token, "")
 }
-func (h readHold) release(l *Lock) (*pool.Script, []any)          { return h.rw.release(l.token) }
-func (h writeHold) release(l *Lock) (*pool.Script, []any)         { return h.rw.release(l.token) }
+func (h readHold) release(l *Lock) (*pool.Script, []any)          { return h.rw.release(l.token, h.waiter) }
+func (h writeHold) release(l *Lock) (*pool.Script, []any)         { return h.rw.release(l.token, "") }
 func (h readHold) extend(l *Lock, ms int64) (*pool.Script, []any) { return h.rw.extend(l.token, ms) }
 func (h writeHold) extend(l *Lock, ms int64) (*pool.Script, []any) {
 	return h.rw.extend(l.token, ms)
@@ -233,9 +241,11 @@ func (writeHold) fenceAt(any, int, int) (wire.Fence, error) { return wire.Fence{
 var errRWFence = errors.New("a read-write lock has no fence")
 
 // release is the script and arguments that free token's hold, reader's
-// or writer's, and announce it; a writer's begins the readers' turn.
-func (rw *RWLock) release(token string) (*pool.Script, []any) {
-	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, rw.placeLife().Milliseconds())
+// or writer's, and announce it; a writer's begins the readers' turn. The
+// place of waiter, the waiting call that took the hold ("" for none),
+// goes with it.
+func (rw *RWLock) release(token, waiter string) (*pool.Script, []any) {
+	return wire.RWRelease, wire.RWReleaseArgs(rw.name, &rw.keys, token, waiter, rw.placeLife().Milliseconds())
 }
 
 // extend is the script and arguments that extend token's hold for ms.
@@ -250,7 +260,7 @@ func restoreRead(c *Client, h *Handle) (kind, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return readHold{rw}, rw.keys[1], nil
+	return readHold{rw: rw}, rw.keys[1], nil
 }
 
 func restoreWrite(c *Client, h *Handle) (kind, string, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/wire"
@@ -170,7 +171,6 @@ func TestRWLock_aWriterThatGivesUpTakesItsIntentAway(t *testing.T) {
 // after its rounds there were answered: sent before, the leave could land
 // first (pools without per-key order) and a late round put the writer
 // back in the queue, where it kept readers out until its place lapsed.
-// A writer that gets the lock takes its place away at once.
 func TestRWLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	c, nodes, clk := newFakeClient(t, 5, WithRetry(time.Hour, time.Hour))
 	keys := wire.RWKeys("doc")
@@ -199,5 +199,56 @@ func TestRWLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	require.Equal(t, callRWRelease, calls[len(calls)-1], "node 0: %v", calls)
 	for i, n := range nodes {
 		require.Zero(t, n.zcard(keys[2]), "node %d still queues the writer", i)
+	}
+}
+
+// A waiting reader that took the lock keeps its place until its release,
+// which takes both away in one call on each node: no message of its own
+// for the place, which cost every node a script call per acquisition.
+func TestRWLock_aWaitingReaderThatTookTheLockLeavesWithItsRelease(t *testing.T) {
+	nodes := newRedisNodes(t, 5)
+	c, err := New(poolsOf(nodes), WithRestartSafety(0), WithNodeTimeout(time.Minute),
+		WithRetry(5*time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	keys := wire.RWKeys("doc")
+	for _, n := range nodes {
+		n.set(keys[0], "someone-else")
+	}
+	ctx := context.Background()
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.RWLock("doc").RLock(ctx, 10*time.Second)
+		assert.NoError(t, err)
+		got <- l
+	}()
+	round, places := "script", keys[5] // rw_read.lua, the readers' places
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.zcard(places) == 1 }, 10*time.Second, time.Millisecond)
+	}
+	// The next round waits on every node until the key is free on
+	// all: it takes the lock everywhere, and undoes nothing.
+	opens := make([]func(), len(nodes))
+	for i, n := range nodes {
+		opens[i] = n.hold(round)
+	}
+	for _, n := range nodes {
+		require.Eventually(t, func() bool { return n.parkedCount() >= 1 }, 10*time.Second, time.Millisecond)
+		n.del(keys[0])
+	}
+	for _, open := range opens {
+		open()
+	}
+	l := <-got
+	require.NotNil(t, l)
+	require.Never(t, func() bool { return nodes[0].count(callRWRelease) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"a message took the place away before the release: %v", nodes[0].callLog())
+	for i, n := range nodes {
+		require.Equal(t, 1, n.zcard(places), "node %d: the place went before the release", i)
+	}
+	require.NoError(t, l.Unlock(ctx))
+	require.NoError(t, c.Close()) // it waits for the background work
+	for i, n := range nodes {
+		require.Equal(t, 1, n.count(callRWRelease), "node %d: %v", i, n.callLog())
+		require.Zero(t, n.zcard(places), "node %d keeps the call's place after its release", i)
 	}
 }

@@ -337,3 +337,61 @@ func plantDeadWriter(t *testing.T, e *env, name string, lapse time.Duration) {
 		require.NoError(t, err)
 	}
 }
+
+// A waiting call keeps its place after it took the lock, until its
+// release takes both away. A holder that dies without a release must not
+// hold the next writer back any longer than its hold: its place lapses
+// with the hold, not a place's life (seconds) later. A waiting writer's
+// place would keep it first in the writers' order; a waiting reader's,
+// the readers' turn its writer's release began.
+func TestRWLock_aWaitingCallThatDiesHoldingLetsTheNextWriterInWhenItsHoldEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 5)
+	const hold = 300 * time.Millisecond
+	t.Run("writer", func(t *testing.T) {
+		name := newKey(t)
+		keys := wire.RWKeys(name)
+		for _, n := range e.nodes {
+			_, err := n.Do("SET", keys[0], "someone-else", "PX", 100) // the writer waits
+			require.NoError(t, err)
+		}
+		ctx := ctxT(t, 10*time.Second)
+		_, err := e.client().RWLock(name).Lock(ctx, hold) // never released
+		require.NoError(t, err)
+		nextWriterAfter(t, e, name, time.Now(), hold)
+	})
+	t.Run("reader", func(t *testing.T) {
+		name := newKey(t)
+		keys := wire.RWKeys(name)
+		ctx := ctxT(t, 10*time.Second)
+		w, err := e.client().RWLock(name).Lock(ctx, hourTTL)
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			_, err := e.client().RWLock(name).RLock(ctx, hold) // never released
+			got <- err
+		}()
+		for _, n := range e.nodes {
+			require.Eventually(t, func() bool {
+				placed, err := redis.Int(n.Do("ZCARD", keys[5]))
+				return err == nil && placed == 1
+			}, 5*time.Second, time.Millisecond, "the reader waits on every node")
+		}
+		require.NoError(t, w.Unlock(ctx)) // the readers' turn begins
+		require.NoError(t, <-got)
+		nextWriterAfter(t, e, name, time.Now(), hold)
+	})
+}
+
+// nextWriterAfter checks that a writer takes name within half a second
+// of the end of a hold that began at took.
+func nextWriterAfter(t *testing.T, e *env, name string, took time.Time, hold time.Duration) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	next, err := e.client().RWLock(name).Lock(ctx, hourTTL)
+	require.NoError(t, err)
+	waited := time.Since(took)
+	require.NoError(t, next.Unlock(ctx))
+	require.Less(t, waited, hold+500*time.Millisecond,
+		"the dead holder's place held the next writer back after its hold ended")
+}

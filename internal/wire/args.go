@@ -278,10 +278,11 @@ func RWExtendArgs(keys *[8]string, token string, ms int64) []any {
 
 // RWReleaseArgs are the release's keys and arguments: the writer or
 // reader token of the lock name gives up its hold, announced on name's
-// release channel to those who can use it. A writer's release begins a
-// readers' turn of at most turnMs.
-func RWReleaseArgs(name string, keys *[8]string, token string, turnMs int64) []any {
-	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, "", turnMs, ForReaders, "1")
+// release channel to those who can use it, and the place of the waiting
+// call that took it, waiter ("" for none), goes with it. A writer's
+// release begins a readers' turn of at most turnMs.
+func RWReleaseArgs(name string, keys *[8]string, token, waiter string, turnMs int64) []any {
+	return append(rwKeys(keys), token, ReleaseChannel(name), RWMarker, waiter, turnMs, ForReaders, "1")
 }
 
 // RWLeaveArgs are the release's keys and arguments for the waiting call

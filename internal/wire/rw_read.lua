@@ -54,8 +54,13 @@ if redis.call("ZCARD", writers) > 0 then
 		return refuse(lapseMs(writersDue, now))
 	end
 end
--- A waiting reader's place stays until the call leaves (rw_release.lua):
--- should this round fail on too many nodes, its turn still holds here.
+-- A waiting reader's place stays until its hold's release or the call's
+-- leave (rw_release.lua): should this round fail on too many nodes, its
+-- turn still holds here. A hold that ends without a release takes the
+-- place with it: it lapses no later than the hold.
+if waiter ~= "" then
+	redis.call("ZADD", waitingDue, "XX", "LT", now + ttl * 1000, waiter)
+end
 local nowMs = math.floor(now / 1000)
 redis.call("HSET", readers, token, nowMs + ttl)
 if redis.call("PTTL", readers) < ttl then

@@ -1,7 +1,8 @@
 -- Read-write lock, a release (rw_queue.lua comes first): give up the
 -- writer's key or the reader's entry that holds our token, and announce
--- it to the waiting Clients that can use it; a waiting call that gives up
--- takes its place away. A writer's release while readers wait begins the
+-- it to the waiting Clients that can use it. A waiting call's place goes
+-- when the call leaves (with the lock or without) or, a reader's, with
+-- its hold's release. A writer's release while readers wait begins the
 -- readers' turn: those that waited since before it go in before the next
 -- writer (rw_read.lua, rw_write.lua), and only readers are told. A
 -- reader's release while other live readers remain lets no one in and is
@@ -18,23 +19,30 @@ local turn = KEYS[8] -- the node time (µs) of the writer's release that began t
 local token = ARGV[1] -- the owner token
 local releaseChannel = ARGV[2] -- where a release is announced: the name's release channel
 local marker = ARGV[3] -- what the mutex key holds while the read-write lock is held
-local waiter = ARGV[4] -- the id of a waiting call (reader or writer) whose place goes; "" for none
+local waiter = ARGV[4] -- the id of the waiting call (reader or writer) whose place goes; "" for none
 local turnMs = tonumber(ARGV[5] or "0") -- how long (ms) a readers' turn lasts at most
 local forReaders = ARGV[6] or "" -- the announcement of a release only readers can use
 local announce = (ARGV[7] or "1") == "1" -- "": a leave of a call that took the lock, announced to no one
 
--- Returns 1 when the token held something here (or the waiter had a
--- place) and it is given up, 0 otherwise; {1, error} when given up but
--- the node refused to announce it (PUBLISH denied).
+-- Returns 1 when the token held something here (without a token: when
+-- the waiter had a place) and it is given up, 0 otherwise; {1, error}
+-- when given up but the node refused to announce it (PUBLISH denied).
 local freed, to = 0, "" -- to: who the release is announced to ("" anyone; nil no one)
 if waiter ~= "" then
+	local had = 0
 	for _, k in ipairs({writers, writersDue, waiting, waitingDue}) do
-		freed = math.max(freed, redis.call("ZREM", k, waiter))
+		had = math.max(had, redis.call("ZREM", k, waiter))
 	end
-	if not announce then
-		-- The call holds the lock: the place it frees lets no one in.
-		to = nil
+	if token == "" then
+		freed = had
+		if not announce then
+			-- The call holds the lock: the place it frees lets no one in.
+			to = nil
+		end
 	end
+end
+if token == "" then
+	-- Nothing held to give up.
 elseif redis.call("GET", writer) == token then
 	redis.call("DEL", writer)
 	freed = 1

@@ -101,4 +101,8 @@ if not m or redis.call("PTTL", mutex) < tonumber(ttl) then
 end
 -- Its place stays until the call leaves (rw_release.lua): should this
 -- round fail on too many nodes, it is still first where it took the lock.
+-- It lapses no later than the hold, should the leave not come.
+if waiter ~= "" and life > 0 then
+	redis.call("ZADD", writersDue, "XX", "LT", now + tonumber(ttl) * 1000, waiter)
+end
 return 1
