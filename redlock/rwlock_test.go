@@ -207,8 +207,11 @@ func TestRWLock_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 // for the place, which cost every node a script call per acquisition.
 func TestRWLock_aWaitingReaderThatTookTheLockLeavesWithItsRelease(t *testing.T) {
 	nodes := newRedisNodes(t, 5)
+	// Refused, the call asks again at once (it was not yet subscribed),
+	// then sleeps a second: meanwhile the key is freed on every node, and
+	// its next round takes the lock everywhere and undoes nothing.
 	c, err := New(poolsOf(nodes), WithRestartSafety(0), WithNodeTimeout(time.Minute),
-		WithRetry(5*time.Millisecond, 5*time.Millisecond))
+		WithRetry(time.Second, time.Second))
 	require.NoError(t, err)
 	keys := wire.RWKeys("doc")
 	for _, n := range nodes {
@@ -221,34 +224,25 @@ func TestRWLock_aWaitingReaderThatTookTheLockLeavesWithItsRelease(t *testing.T) 
 		assert.NoError(t, err)
 		got <- l
 	}()
-	round, places := "script", keys[5] // rw_read.lua, the readers' places
+	const round, places = "script", 5 // rw_read.lua; keys[5], the readers' places
 	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.zcard(places) == 1 }, 10*time.Second, time.Millisecond)
-	}
-	// The next round waits on every node until the key is free on
-	// all: it takes the lock everywhere, and undoes nothing.
-	opens := make([]func(), len(nodes))
-	for i, n := range nodes {
-		opens[i] = n.hold(round)
+		require.Eventually(t, func() bool { return n.count(round) >= 2 }, 10*time.Second, time.Millisecond)
 	}
 	for _, n := range nodes {
-		require.Eventually(t, func() bool { return n.parkedCount() >= 1 }, 10*time.Second, time.Millisecond)
+		require.Equal(t, 1, n.zcard(keys[places]))
 		n.del(keys[0])
-	}
-	for _, open := range opens {
-		open()
 	}
 	l := <-got
 	require.NotNil(t, l)
 	require.Never(t, func() bool { return nodes[0].count(callRWRelease) > 0 }, 50*time.Millisecond, time.Millisecond,
 		"a message took the place away before the release: %v", nodes[0].callLog())
 	for i, n := range nodes {
-		require.Equal(t, 1, n.zcard(places), "node %d: the place went before the release", i)
+		require.Equal(t, 1, n.zcard(keys[places]), "node %d: the place went before the release", i)
 	}
 	require.NoError(t, l.Unlock(ctx))
 	require.NoError(t, c.Close()) // it waits for the background work
 	for i, n := range nodes {
 		require.Equal(t, 1, n.count(callRWRelease), "node %d: %v", i, n.callLog())
-		require.Zero(t, n.zcard(places), "node %d keeps the call's place after its release", i)
+		require.Zero(t, n.zcard(keys[places]), "node %d keeps the call's place after its release", i)
 	}
 }
