@@ -24,8 +24,10 @@ type kindResult struct {
 	// same Client and nodes.
 	semRound, mutexRound *hist
 	uncontended          time.Duration // how long that phase ran
-	// rwlock mode: the waits and acquisitions of readers and of writers.
-	reader, writer *recorder
+	// rwlock mode: the waits and acquisitions of readers and of writers,
+	// and the hand-offs into readers and into a writer (rwGaps).
+	reader, writer      *recorder
+	toReaders, toWriter *hist
 	// Election mode: from a leader's death, and from its resignation, to
 	// the next leader's Campaign returning.
 	death, resign *hist
@@ -113,6 +115,7 @@ type holder struct {
 	leave   func()
 	hold    time.Duration
 	rec     *recorder
+	gap     *hist // rwlock mode: the hand-offs into this holder (rwGaps); nil otherwise
 }
 
 // loop makes rounds until ctx ends.
@@ -255,30 +258,68 @@ func errorKinds(r *recorder) []*errorKind {
 func (k *kindRun) rwlock(ctx context.Context) {
 	name := k.prefix + "rwlock"
 	var readers, writers atomic.Int32
+	var gaps rwGaps
 	kr := k.res.kind
 	kr.reader, kr.writer = newRecorder(false, k.cfg.mode), newRecorder(false, k.cfg.mode)
+	kr.toReaders, kr.toWriter = newHist(), newHist()
 	hs := make([]*holder, k.cfg.workers)
 	for i := range hs {
 		rw := k.client(i).RWLock(name)
-		h := &holder{hold: k.cfg.hold, rec: newRecorder(false, k.cfg.mode)}
+		h := &holder{hold: k.cfg.hold, rec: newRecorder(false, k.cfg.mode), gap: newHist()}
 		if i < k.cfg.readers {
 			h.acquire = func(ctx context.Context) (*redlock.Lock, error) { return rw.RLock(ctx, k.cfg.ttl) }
-			h.enter = func() bool { readers.Add(1); return writers.Load() == 0 }
-			h.leave = func() { readers.Add(-1) }
+			h.enter = func() bool {
+				gaps.entered(h.gap, readers.Add(1) == 1 && writers.Load() == 0)
+				return writers.Load() == 0
+			}
+			h.leave = func() { gaps.left(readers.Add(-1) == 0 && writers.Load() == 0) }
 		} else {
 			h.acquire = func(ctx context.Context) (*redlock.Lock, error) { return rw.Lock(ctx, k.cfg.ttl) }
-			h.enter = func() bool { return writers.Add(1) == 1 && readers.Load() == 0 }
-			h.leave = func() { writers.Add(-1) }
+			h.enter = func() bool {
+				first := writers.Add(1) == 1 && readers.Load() == 0
+				gaps.entered(h.gap, first)
+				return first
+			}
+			h.leave = func() { gaps.left(writers.Add(-1) == 0 && readers.Load() == 0) }
 		}
 		hs[i] = h
 	}
 	k.window(ctx, func(ctx context.Context) { k.runHolders(ctx, hs) })
 	for i, h := range hs {
-		side := kr.writer
+		side, gap := kr.writer, kr.toWriter
 		if i < k.cfg.readers {
-			side = kr.reader
+			side, gap = kr.reader, kr.toReaders
 		}
 		side.acquire.merge(h.rec.acquire)
 		side.rounds += h.rec.rounds
+		gap.merge(h.gap)
+	}
+}
+
+// rwGaps times rwlock mode's hand-offs: from the Unlock call of the
+// holder that left the lock to no one (by the workers' own count) to the
+// next acquisition's return, the first of a readers' turn or a writer's.
+// The workers' goroutines call it around their holds.
+type rwGaps struct {
+	freeSince atomic.Int64 // UnixNano when the last holder left; 0 while held, and once the next one came
+}
+
+// left notes a holder leaving, just before its Unlock call; last says
+// that no one holds the lock now.
+func (g *rwGaps) left(last bool) {
+	if last {
+		g.freeSince.Store(time.Now().UnixNano())
+	}
+}
+
+// entered notes an acquisition that returned; first says that no one
+// held the lock before it. The first one after the lock was left to no
+// one records the gap in into.
+func (g *rwGaps) entered(into *hist, first bool) {
+	if !first {
+		return
+	}
+	if since := g.freeSince.Swap(0); since != 0 {
+		into.record(time.Duration(time.Now().UnixNano() - since))
 	}
 }

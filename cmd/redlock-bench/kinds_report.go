@@ -33,11 +33,16 @@ type uncontendedReport struct {
 
 // rwlockReport is what rwlock mode adds: readers and writers apart.
 type rwlockReport struct {
-	Readers  int        `json:"readers"`
-	Writers  int        `json:"writers"`
-	Reader   sideReport `json:"reader"`   // RLock
-	Writer   sideReport `json:"writer"`   // Lock
-	Overlaps int        `json:"overlaps"` // a writer with anyone, or a reader with a writer: 0 unless the lock failed
+	Readers int        `json:"readers"`
+	Writers int        `json:"writers"`
+	Reader  sideReport `json:"reader"` // RLock
+	Writer  sideReport `json:"writer"` // Lock
+	// ToReaders and ToWriter are the hand-offs: from the Unlock call that
+	// left the lock to no one to the next RLock's (the first of a readers'
+	// turn) or Lock's return.
+	ToReaders summary `json:"handoff_to_readers"`
+	ToWriter  summary `json:"handoff_to_writer"`
+	Overlaps  int     `json:"overlaps"` // a writer with anyone, or a reader with a writer: 0 unless the lock failed
 }
 
 // sideReport is the readers' or the writers' figures.
@@ -82,7 +87,8 @@ func addKindReport(cfg config, r *runResult, rr *runReport) {
 		rr.Semaphore.Efficiency = math.Round(rr.Semaphore.PerSec*cfg.hold.Seconds()/float64(cfg.permits)*1000) / 1000
 	case modeRWLock:
 		rr.RWLock = &rwlockReport{Readers: cfg.readers, Writers: cfg.writers,
-			Reader: newSide(k.reader, cfg.readers, r.elapsed), Writer: newSide(k.writer, cfg.writers, r.elapsed), Overlaps: k.overlaps}
+			Reader: newSide(k.reader, cfg.readers, r.elapsed), Writer: newSide(k.writer, cfg.writers, r.elapsed),
+			ToReaders: summarize(k.toReaders), ToWriter: summarize(k.toWriter), Overlaps: k.overlaps}
 	case modeElection:
 		rr.Election = newElectionReport(cfg, k)
 	}
@@ -159,7 +165,9 @@ func writeSemaphore(w io.Writer, rep *report, s *semaphoreReport) {
 func writeRWLock(w io.Writer, rep *report, r *rwlockReport) {
 	fmt.Fprintf(w, "rwlock    %s (RLock) and %s (Lock) on one read-write lock, a client each, hold %v\n\n",
 		plural(r.Readers, "reader"), plural(r.Writers, "writer"), time.Duration(rep.Hold))
-	writeRows(w, []latencyRow{{"reader wait", r.Reader.Wait}, {"writer wait", r.Writer.Wait}})
+	writeRows(w, []latencyRow{{"reader wait", r.Reader.Wait}, {"writer wait", r.Writer.Wait},
+		{"to readers", r.ToReaders}, {"to a writer", r.ToWriter}})
+	fmt.Fprintln(w, "          hand-off rows (to readers, to a writer): from the Unlock call that left the lock to no one to the next RLock or Lock returning")
 	fmt.Fprintf(w, "\nreaders   %d acquisitions (%.1f/s, %.1f a reader), wait p99 %s\n", r.Reader.Acquisitions, r.Reader.PerSec, r.Reader.PerWorker, formatSummary(r.Reader.Wait, r.Reader.Wait.P99))
 	fmt.Fprintf(w, "writers   %d acquisitions (%.1f/s, %.1f a writer), wait p99 %s\n", r.Writer.Acquisitions, r.Writer.PerSec, r.Writer.PerWorker, formatSummary(r.Writer.Wait, r.Writer.Wait.P99))
 	fmt.Fprintf(w, "          %d holds that broke the lock's rule (a writer with anyone, a reader with a writer)\n", r.Overlaps)

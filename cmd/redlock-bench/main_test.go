@@ -1401,6 +1401,9 @@ func requireKindReport(t *testing.T, mode, out string) {
 		require.Regexp(t, `(?m)^rwlock +2 readers \(RLock\) and 1 writer \(Lock\) on one read-write lock, a client each, hold 2ms$`, out)
 		require.Regexp(t, latencyRowRE("reader wait"), out)
 		require.Regexp(t, latencyRowRE("writer wait"), out)
+		require.Regexp(t, latencyRowRE("to readers"), out)
+		require.Regexp(t, latencyRowRE("to a writer"), out)
+		require.Regexp(t, `(?m)^ +hand-off rows \(to readers, to a writer\): from the Unlock call that left the lock to no one`, out)
 		require.Regexp(t, `(?m)^readers +[1-9][0-9]* acquisitions \([0-9.]+/s, [0-9.]+ a reader\), wait p99 [0-9.]+(µs|ms|s)$`, out)
 		require.Regexp(t, `(?m)^writers +[1-9][0-9]* acquisitions \([0-9.]+/s, [0-9.]+ a writer\), wait p99 [0-9.]+(µs|ms|s)$`, out)
 		require.Regexp(t, `(?m)^ +0 holds that broke the lock's rule`, out)
@@ -1459,7 +1462,7 @@ func TestKindModesJSON(t *testing.T) {
 	requireRedis(t)
 	want := map[string][]string{
 		modeSemaphore: {"permits", "uncontended", "acquisitions", "acquisitions_per_s", "efficiency", "wait", "overlaps"},
-		modeRWLock:    {"readers", "writers", "reader", "writer", "overlaps"},
+		modeRWLock:    {"readers", "writers", "reader", "writer", "handoff_to_readers", "handoff_to_writer", "overlaps"},
 		modeElection:  {"candidates", "successions_wanted", "leaders", "death", "resign", "death_p99_beyond_ttl_us", "lost", "term_regressions"},
 	}
 	for _, mode := range kindModes {
