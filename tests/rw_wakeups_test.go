@@ -338,12 +338,12 @@ func plantDeadWriter(t *testing.T, e *env, name string, lapse time.Duration) {
 	}
 }
 
-// A waiting call keeps its place after it took the lock, until its
-// release takes both away. A holder that dies without a release must not
-// hold the next writer back any longer than its hold: its place lapses
-// with the hold, not a place's life (seconds) later. A waiting writer's
-// place would keep it first in the writers' order; a waiting reader's,
-// the readers' turn its writer's release began.
+// A holder that took the lock after waiting, and dies without a release,
+// does not hold the next writer back any longer than its hold. A waiting
+// writer leaves its place as soon as it takes the lock; a waiting
+// reader's place stays until its release, and lapses with its hold, not
+// a place's life (seconds) later: it would keep the readers' turn its
+// writer's release began.
 func TestRWLock_aWaitingCallThatDiesHoldingLetsTheNextWriterInWhenItsHoldEnds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 5)
@@ -394,4 +394,24 @@ func nextWriterAfter(t *testing.T, e *env, name string, took time.Time, hold tim
 	require.NoError(t, next.Unlock(ctx))
 	require.Less(t, waited, hold+500*time.Millisecond,
 		"the dead holder's place held the next writer back after its hold ended")
+}
+
+// A waiting writer's round that takes the lock leaves its place lapsing
+// no later than the hold: should its leave not reach a node, a writer
+// that died holding keeps the next writer waiting there for its TTL, not
+// for a place's life.
+func TestScripts_aWaitingWritersPlaceLapsesNoLaterThanTheHoldItTook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 1)
+	conn := dialNode(t, e.nodes[0])
+	keys := wire.RWKeys(newKey(t))
+	const ttl, life = 300, 10_000 // ms
+	v, err := script(wire.RWWrite, 8).Do(conn, wire.RWWriteArgs(&keys, "w/t", ttl, life, "c.w", time.Now().UnixMicro(), 0)...)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v, "the writer takes the free lock")
+	now, err := redis.Int64s(conn.Do("TIME"))
+	require.NoError(t, err)
+	due, err := redis.Int64(conn.Do("ZSCORE", keys[4], "c.w"))
+	require.NoError(t, err, "the place stays until the call leaves")
+	require.LessOrEqual(t, due, now[0]*1_000_000+now[1]+ttl*1000, "the place outlives the hold")
 }

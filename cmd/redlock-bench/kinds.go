@@ -269,8 +269,10 @@ func (k *kindRun) rwlock(ctx context.Context) {
 		if i < k.cfg.readers {
 			h.acquire = func(ctx context.Context) (*redlock.Lock, error) { return rw.RLock(ctx, k.cfg.ttl) }
 			h.enter = func() bool {
-				gaps.entered(h.gap, readers.Add(1) == 1 && writers.Load() == 0)
-				return writers.Load() == 0
+				alone := readers.Add(1) == 1
+				ok := writers.Load() == 0
+				gaps.entered(h.gap, alone && ok)
+				return ok
 			}
 			h.leave = func() { gaps.left(readers.Add(-1) == 0 && writers.Load() == 0) }
 		} else {
