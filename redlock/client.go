@@ -224,7 +224,9 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 // follow-up nobody waits for, such as a waiting call leaving its queues.
 // On a node where one of the rounds after (nil for none) has not settled,
 // it goes once they have (debt.oweAfter). After Close it sends nothing.
-func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any, after *pending) {
+// With wait (a call that ends without the lock), it returns once every
+// node has answered, or a node timeout has passed (done when returned).
+func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any, after *pending, wait bool) {
 	t, ok := c.bg.claim()
 	if !ok {
 		return
@@ -232,5 +234,11 @@ func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any,
 	defer t.done()
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args,
 		until: c.cfg.clock.Now().Add(c.refresh() + c.entrySlack())}
+	if wait {
+		d.waited()
+	}
 	d.oweAfter(after)
+	if wait {
+		d.awaitFirst(len(c.pools), c.cfg.nodeTimeout)
+	}
 }

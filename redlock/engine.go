@@ -39,6 +39,12 @@ type grab struct {
 	// (superseder).
 	owedBy *superseder
 	seq    int64
+	// final marks the round of a call that does not wait (TryLock and
+	// its kin): refused, it returns once every node has answered the
+	// round and its undoing, or the node timeout passed (done when
+	// returned). A waiting call's rounds are undone in the background,
+	// and its end waits for its leaving instead (waiter.end).
+	final bool
 }
 
 // plain returns the key and token g's round sent as a plain SET NX, boxed;
@@ -103,6 +109,9 @@ func (c *Client) validEnough(until time.Time, cfg lockConfig) bool {
 // said of the key.
 func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) error {
 	validity := until.Sub(c.cfg.clock.Now())
+	if g.final {
+		r.finish(ctx) // the late grants are undone now, not in the background
+	}
 	c.owe(ctx, g, r)
 	c.warnRefusals("node refused an acquisition", r)
 	if !r.ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
 )
 
@@ -148,12 +149,17 @@ func TestPacing_aSplitIsARoundThatHadAQuorumWithinReach(t *testing.T) {
 func TestTryLock_isBusyWhenTheKeyIsHeldWhereKnownAndARestartedNodeDecides(t *testing.T) {
 	c, nodes, _ := newFakeClient(t, 5)
 	nodes[0].failWith(&restartedError{left: time.Minute, why: "it came back under a new run id"})
-	nodes[1].hold()
-	nodes[2].hold()
+	open1, open2 := nodes[1].hold(), nodes[2].hold()
+	defer open2()
+	defer open1()
 	for _, n := range nodes[3:] {
 		n.set("k", "foreign")
 	}
-	_, err := c.TryLock(context.Background(), "k", ttl)
+	// The round as decided, with nodes 1 and 2 not awaited (a refused
+	// TryLock goes on to wait for them).
+	r, err := c.run(context.Background(), request{cmd: "SET", args: wire.SetArgs("k", "tok", ttl.Milliseconds()), status: setStatus})
+	require.NoError(t, err)
+	err = c.quorumError(OpAcquire, "k", r, ErrNotAcquired, 0)
 	qe := quorumError(t, err)
 	require.Equal(t, NodeFailed, qe.Nodes[0].Status, "%v", err)
 	require.Equal(t, 2, qe.Count(NodeRefused), "%v", err)

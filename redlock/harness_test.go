@@ -530,3 +530,21 @@ func stepRound(t *testing.T, k int, late *testNode, granting, others []*testNode
 	}, 10*time.Second, time.Millisecond, "round %d", k)
 	pass(k, late, lateGate)
 }
+
+// advanceUntil returns what done delivers, advancing clk by step each
+// time the call under test has not delivered within a millisecond: a
+// call that waits on the Client's timers (a node timeout) returns once
+// they fire. It fails the test after 10s of real time.
+func advanceUntil[T any](t *testing.T, clk *clock.Fake, step time.Duration, done <-chan T) T {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case v := <-done:
+			return v
+		case <-time.After(time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "the call did not return")
+		clk.Advance(step)
+	}
+}

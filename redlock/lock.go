@@ -197,9 +197,11 @@ func (l *Lock) notExtended(ctx context.Context, r *round, until time.Time) error
 
 // Unlock ends the lock's context (ErrReleased), stops automatic extension,
 // and deletes the key on every node that still holds the token, never
-// another owner's. It returns once a quorum released; silent nodes are
-// released in the background. With fewer than a quorum it returns a
-// *QuorumError matching ErrLockLost. A node that released the key but
+// another owner's. It returns once every node has answered or the node
+// timeout has passed: after a nil return no node that answered in time
+// holds the token (a silent one is released in the background; see
+// docs/algorithm.md, "Done when returned"). With fewer than a quorum it
+// returns a *QuorumError matching ErrLockLost. A node that released the key but
 // refused to announce it (the user lacks PUBLISH) does not fail the call:
 // it is logged (WithLogger) and reported as EventNotAnnounced, since
 // waiting Lock calls then wake only by the back-off. The release goes out
@@ -242,9 +244,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 }
 
 // releaseRequest is the release of l (its kind's), sent even when the
-// caller's context has ended.
+// caller's context has ended, and waited for on every node.
 func (l *Lock) releaseRequest() request {
-	req := request{status: doneStatus, after: l.after, always: true}
+	req := request{status: doneStatus, after: l.after, always: true, all: true}
 	req.script, req.args = l.kind.release(l)
 	return req
 }

@@ -176,12 +176,16 @@ func (c *Client) multiGrab(m *multi, ttl time.Duration, cfg lockConfig) (grab, e
 }
 
 // tryMulti is one multi-key acquisition round (and, fenced, the
-// write-back of each key's fence).
+// write-back of each key's fence). Refused, it returns once its undoing
+// is done (grab.final), for TryLockMulti and LockMulti alike: a waiting
+// multi-key call does not queue, and what its last round left is all it
+// leaves.
 func (c *Client) tryMulti(ctx context.Context, m *multi, ttl time.Duration, cfg lockConfig) (*Lock, error) {
 	g, err := c.multiGrab(m, ttl, cfg)
 	if err != nil {
 		return nil, err
 	}
+	g.final = true
 	l, _, err := c.take(ctx, &g)
 	return l, err
 }

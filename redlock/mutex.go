@@ -96,6 +96,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
+	g.final = true
 	l, _, err := c.take(ctx, &g)
 	c.acquiredAs(KindMutex, key, since, time.Time{}, err)
 	return l, err

@@ -39,6 +39,42 @@ type debt struct {
 	until  time.Time   // no attempt starts after this
 	by     *superseder // the waiting call whose round this is, nil for none
 	seq    int64       // the round's number among by's
+	// answered, when not nil, gets a value as each node's first attempt
+	// ends, answered or not: its caller waits for them (awaitFirst).
+	answered chan struct{}
+}
+
+// waited makes the caller of d able to wait for the first attempts
+// (awaitFirst).
+func (d *debt) waited() *debt {
+	d.answered = make(chan struct{}, len(d.c.pools))
+	return d
+}
+
+// firstEnded notes that a first attempt ended, for awaitFirst.
+func (d *debt) firstEnded() {
+	if d.answered != nil {
+		d.answered <- struct{}{}
+	}
+}
+
+// awaitFirst waits until n first attempts of the waited debt d have
+// ended, or bound has passed: the caller returns once every node it owes
+// answered, or was given a node timeout to (done when returned). A node
+// that did not answer is still owed, in the background.
+func (d *debt) awaitFirst(n int, bound time.Duration) {
+	if n == 0 {
+		return
+	}
+	t := d.c.timer(bound)
+	defer d.c.putTimer(t)
+	for ; n > 0; n-- {
+		select {
+		case <-d.answered:
+		case <-t.C():
+			return
+		}
+	}
 }
 
 // superseder is a waiting Lock call's record, per node, of its latest
@@ -91,10 +127,17 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // On a choice round that was won, keep is the choice won (-1 otherwise):
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
+//
+// The round of a call that does not wait (g.final) and failed returns
+// only once each node it owes has answered the first attempt, or was
+// given the node timeout to.
 func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 	script, args := g.kind.undo(c, g.key, g.token, g.plain(), keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
 		by: g.owedBy, seq: g.seq}
+	if g.final && keep < 0 {
+		d.waited()
+	}
 	var owed []int
 	for i, n := range r.nodes {
 		if owes(n.Status, n.Err, r.pick(i), keep) {
@@ -127,6 +170,9 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 			}
 		}
 	}) {
+		if d.answered != nil {
+			d.awaitFirst(len(owed), c.cfg.nodeTimeout)
+		}
 		return
 	}
 	// A closed Client: the first attempts are all there will be.
@@ -228,6 +274,7 @@ func (o owedAttempt) Receive(_ any, err error) {
 	if err != nil && !replied(err) && !errors.Is(err, ErrClosed) {
 		o.d.c.bg.goHeld(func() { o.d.settle(o.i, settleRetry, nil) }) // o.t still counts
 	}
+	o.d.firstEnded()
 	o.t.done()
 }
 
@@ -286,16 +333,24 @@ func modeAfter(status NodeStatus, err error) settleMode {
 func (d *debt) settle(i int, m settleMode, first chan result) {
 	clk := d.c.cfg.clock
 	acqAnswered, optional := m != settleUnanswered, m != settleAnswered
+	firstEnds := m != settleRetry // a retry's first attempt ended before
 	pause, answers := owedPauseMin, 0
 	for {
 		if first == nil {
 			if optional && d.c.bg.isClosing() || d.superseded(i) {
+				if firstEnds {
+					d.firstEnded()
+				}
 				return
 			}
 			first = d.start(i)
 		}
-		optional = true
 		res := <-first
+		if firstEnds {
+			d.firstEnded()
+			firstEnds = false
+		}
+		optional = true
 		first = nil
 		if res.err == nil || replied(res.err) {
 			if n, ok := res.reply.(int64); acqAnswered || res.err != nil || !ok || n == 1 {

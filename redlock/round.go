@@ -34,6 +34,10 @@ type request struct {
 	// always sends the command even when the caller's context has ended:
 	// a release must go out whatever the caller's context says.
 	always bool
+	// all makes the round wait for every node's reply (or the node
+	// timeout), not only for its outcome: a release returns once every
+	// node that answered in time has released (done when returned).
+	all bool
 	// choice, when set, makes the round a choice (among a semaphore's
 	// slots): a reply counts toward the quorum of the choice it took. A
 	// choice round keeps its replies (keep).
@@ -393,13 +397,35 @@ func (r *round) sendAll(ctx context.Context) {
 	}
 }
 
-// decide reads replies until the outcome is decided (see run), the node
-// timeout passes, or ctx ends.
+// decide reads replies until the outcome is decided (see run), or with
+// req.all until every node replied, the node timeout passes, or ctx ends.
 func (r *round) decide(ctx context.Context) {
-	timer := r.c.timer(r.c.cfg.nodeTimeout)
-	defer r.c.putTimer(timer)
 	r.pending = len(r.nodes)
-	for !r.decided() {
+	if r.read(ctx, r.c.cfg.nodeTimeout, r.req.all) {
+		r.ok = r.okCount >= r.c.quorum
+	}
+}
+
+// finish reads the replies of the decided round r still to come, until
+// every node has replied, the node timeout has passed since the round's
+// start, or ctx ends (r.cause): a refused call that gives up its round
+// returns once it knows every node that granted in time. r.ok stays as
+// decided.
+func (r *round) finish(ctx context.Context) {
+	if !r.sent || r.pending == 0 {
+		return
+	}
+	r.read(ctx, max(r.c.cfg.nodeTimeout-r.c.cfg.clock.Since(r.start), 0), true)
+}
+
+// read reads replies until they decide the round (decided), or with all
+// until every node replied, until wait has passed (then the replies that
+// are in count, and the nodes still silent are marked timed out), or
+// until ctx ends (r.cause is set). It reports whether ctx did not end it.
+func (r *round) read(ctx context.Context, wait time.Duration, all bool) bool {
+	timer := r.c.timer(wait)
+	defer r.c.putTimer(timer)
+	for r.pending > 0 && (all || !r.decided()) {
 		select {
 		case i := <-r.late:
 			r.take(r.calls[i].out)
@@ -414,14 +440,13 @@ func (r *round) decide(ctx context.Context) {
 			// are marked as timed out.
 			r.drain()
 			r.timedOut()
-			r.ok = r.okCount >= r.c.quorum
-			return
+			return true
 		case <-ctx.Done():
 			r.cause = ctx.Err()
-			return
+			return false
 		}
 	}
-	r.ok = r.okCount >= r.c.quorum
+	return true
 }
 
 // graceLeft is how much longer the round waits, once its node timeout

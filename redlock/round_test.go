@@ -113,18 +113,26 @@ func TestTryLock_decidesSuccessWithoutWaitingForSlowNodes(t *testing.T) {
 	require.Equal(t, "k", l.Key())
 }
 
-func TestTryLock_decidesFailureEarlyAndReleasesStragglersLater(t *testing.T) {
-	c, nodes, _ := newFakeClient(t, 5)
+// A refused TryLock waits for the nodes that have not answered its round
+// for the rest of the node timeout: a grant they make in that time is
+// undone before it returns (TestTryLock_refusedReturnsOnceALateGrantIsUndone).
+// Those still silent then are released once they answer.
+func TestTryLock_waitsForTheStragglersAtMostANodeTimeout(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
 	for _, n := range nodes[:3] {
 		n.set("k", "foreign")
 	}
 	open3, open4 := nodes[3].hold(), nodes[4].hold()
-	_, err := c.TryLock(context.Background(), "k", ttl)
+	done := tryLockAsync(c, "k")
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"TryLock returned before its stragglers answered or timed out")
+	clk.Advance(c.cfg.nodeTimeout)
+	err := (<-done).err
 	require.ErrorIs(t, err, ErrNotAcquired)
 	qe := quorumError(t, err)
 	require.Equal(t, NodePending, qe.Nodes[3].Status)
 	require.Equal(t, NodePending, qe.Nodes[4].Status)
-	require.Contains(t, err.Error(), "node4:6379 not awaited")
+	require.Contains(t, err.Error(), "node4:6379 no reply within the node timeout")
 
 	// The stragglers' SETs land after the decision; they must be released.
 	open3()
@@ -181,11 +189,8 @@ func TestTryLock_reportsEachNodesFailureWithoutTheToken(t *testing.T) {
 		n.failWith(errors.New("connection refused"))
 	}
 	nodes[3].set("k", "foreign")
-	open3, open4 := nodes[3].hold(), nodes[4].hold() // the three failures decide the round
 	_, err := c.TryLock(context.Background(), "k", ttl)
 	require.ErrorIs(t, err, ErrNotAcquired)
-	open3()
-	open4()
 	qe := quorumError(t, err)
 	require.False(t, qe.Busy(), "failed nodes are not a busy lock")
 	require.Equal(t, 3, qe.Count(NodeFailed))
@@ -327,15 +332,39 @@ func TestUnlock_waitsForAnAcquisitionStillInFlightOnThatNode(t *testing.T) {
 	open3, open4 := nodes[3].hold("SET"), nodes[4].hold("SET")
 	l, err := c.TryLock(context.Background(), "k", ttl)
 	require.NoError(t, err)
-	require.NoError(t, l.Unlock(context.Background()), "three nodes released: a quorum")
+	done := make(chan error, 1)
+	go func() { done <- l.Unlock(context.Background()) }()
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"Unlock returned before every node answered or timed out")
 	// The late SETs land only now; the releases for their nodes must come
-	// after them, not before.
+	// after them, not before, and Unlock returns once they are answered.
 	open3()
 	open4()
-	require.NoError(t, c.Close())
+	require.NoError(t, <-done)
 	for _, n := range nodes {
 		_, held := n.get("k")
 		require.False(t, held, "%s keeps our key after Unlock", n.addr)
+	}
+}
+
+// Done when returned: a node that grants a refused TryLock's round after
+// the round was decided, within the node timeout, has given the token up
+// by the time TryLock returns; so has a node that granted before.
+func TestTryLock_refusedReturnsOnceALateGrantIsUndone(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	for _, n := range nodes[:3] {
+		n.set("k", "foreign")
+	}
+	open := nodes[4].hold("SET")
+	done := tryLockAsync(c, "k")
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"TryLock returned before node 4 answered or timed out")
+	open()
+	require.ErrorIs(t, (<-done).err, ErrNotAcquired)
+	for _, n := range nodes[3:] {
+		_, held := n.get("k")
+		require.False(t, held, "%s still holds the refused call's token once TryLock returned", n.addr)
+		require.Equal(t, 1, n.count("release"), n.addr)
 	}
 }
 

@@ -115,7 +115,7 @@ func (rw *RWLock) take(ctx context.Context, ttl time.Duration, opts []LockOption
 func (rw *RWLock) try(ctx context.Context, ttl time.Duration, cfg lockConfig, reader bool, w wire.Wait) (*Lock, *round, error) {
 	waiter := w.ID
 	c := rw.c
-	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw, waiter}}
+	g := grab{name: rw.name, key: rw.keys[1], ttl: ttl, cfg: cfg, kind: readHold{rw, waiter}, final: waiter == ""}
 	var err error
 	if g.token, err = newTokenWith(c.tokenPrefix); err != nil {
 		return nil, nil, err
@@ -160,11 +160,11 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, cfg lockConfig, r
 			// the nodes (and Inspect) name the next waiting writer first.
 			// A late round that lands after the leave puts the place
 			// back on its node only, until it lapses there.
-			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, true), nil)
+			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, true), nil, false)
 		case l == nil && sent.last != nil:
 			// Without the lock: after the call's rounds, which would put
 			// the place back.
-			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, false), &sent)
+			c.tellAfter(ctx, wire.RWRelease, wire.RWLeaveArgs(rw.name, &rw.keys, w.ID, false), &sent, true)
 		}
 	}()
 	// A writer is named by the last reader's release when it is the first

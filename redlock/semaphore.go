@@ -126,7 +126,7 @@ func (s *Semaphore) config(ctx context.Context, ttl time.Duration, opts []LockOp
 // asking for slot prefer first (-1 for none). It returns the round too,
 // nil when none was sent.
 func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, prefer int, w wire.Wait) (*Lock, *round, error) {
-	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: permit{s}}
+	g := grab{name: s.name, key: s.name, ttl: ttl, cfg: cfg, kind: permit{s}, final: w.ID == ""}
 	var err error
 	if g.token, err = newTokenWith(s.c.tokenPrefix); err != nil {
 		return nil, nil, err
@@ -151,7 +151,7 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, cfg lockConfig, 
 // one most took. A call that was refused anywhere leaves the queues when
 // it ends, on each node after its rounds there. A round that a quorum
 // failed with another number of permits ends the wait (sizeRefused).
-func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (*Lock, time.Time, error) {
+func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig) (l *Lock, refused time.Time, err error) {
 	c := s.c
 	began := c.cfg.clock.Now()
 	w := wire.Wait{ID: c.id + "." + strconv.FormatUint(rand.Uint64(), 36),
@@ -160,7 +160,7 @@ func (s *Semaphore) wait(ctx context.Context, ttl time.Duration, cfg lockConfig)
 	var sent pending // the rounds the leave must not overtake
 	defer func() {
 		if queued {
-			c.tellAfter(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID), &sent)
+			c.tellAfter(ctx, wire.SemRelease, wire.SemReleaseArgs(s.name, s.keys, s.permits, "", -1, w.ID), &sent, l == nil)
 		}
 	}()
 	return c.waitUnqueued(ctx, []string{s.name}, wakeOn{id: w.ID, kept: true}, cfg, func() (*Lock, error) {

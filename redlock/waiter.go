@@ -510,13 +510,16 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	// or a token of one of its rounds): it passes to the next waiter.
 	owned, alt := wire.Reservation(w.id), w.token
 	// Owed until each node answers: a node that missed it would keep
-	// the call queued, and what was handed to it held.
-	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: wire.Release,
+	// the call queued, and what was handed to it held. The call returns
+	// once every node answered, or a node timeout passed (done when
+	// returned).
+	d := (&debt{c: c, ctx: context.WithoutCancel(ctx), script: wire.Release,
 		args:  c.queue.ReleaseArgs(w.key, owned, w.id, alt),
-		until: c.cfg.clock.Now().Add(max(w.ttl, c.refresh()+c.entrySlack()))}
+		until: c.cfg.clock.Now().Add(max(w.ttl, c.refresh()+c.entrySlack()))}).waited()
 	// After w's rounds: sent before one of them settled, the release
 	// could come first and the round put w back in the queue.
 	d.oweAfter(&w.sent)
+	d.awaitFirst(len(c.pools), c.cfg.nodeTimeout)
 }
 
 // released implements listener: node i released the key, leaving it free
