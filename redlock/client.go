@@ -239,6 +239,6 @@ func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any,
 	}
 	d.oweAfter(after)
 	if wait {
-		d.awaitFirst(len(c.pools), c.cfg.nodeTimeout)
+		d.awaitFirst(c.cfg.nodeTimeout)
 	}
 }

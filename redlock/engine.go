@@ -89,12 +89,14 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 			return nil, r, c.undo(ctx, g, r, until)
 		}
 	}
+	var others *debt
 	if won >= 0 {
-		// The nodes that took another choice give it up.
-		c.oweRelease(ctx, g, r, won)
+		// The nodes that took another choice give it up; the lock's
+		// Unlock returns only once they have answered.
+		others = c.oweRelease(ctx, g, r, won)
 	}
 	l := c.newLock(ctx, g, r, until)
-	l.fence, l.fences = fence, fences
+	l.fence, l.fences, l.others = fence, fences, others
 	return l, r, nil
 }
 
@@ -129,7 +131,9 @@ func (c *Client) owe(ctx context.Context, g *grab, r *round) {
 	if g.req.tx != nil {
 		return
 	}
-	c.oweRelease(ctx, g, r, -1)
+	if d := c.oweRelease(ctx, g, r, -1); g.final && d != nil {
+		d.awaitFirst(c.cfg.nodeTimeout)
+	}
 }
 
 // grantStatus reads a node's answer to an acquisition script (of one key

@@ -32,6 +32,10 @@ type Lock struct {
 	// fences are a multi-key lock's fences, in the order of its keys,
 	// with WithFencing; nil otherwise.
 	fences []uint64
+	// others, when not nil, is what the nodes that took another choice
+	// (a semaphore's other slot) owe: Unlock waits for its first
+	// attempts too.
+	others *debt
 	// kind is the kind of lock it is (kind.go): how it is extended and
 	// released, and what observers call it.
 	kind kind
@@ -236,6 +240,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// A node that did not answer may still hold the key: it is released
 	// again in the background, for as long as the key can live.
 	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))
+	if l.others != nil {
+		l.others.awaitFirst(l.c.cfg.nodeTimeout)
+	}
 	if !r.ok {
 		return l.c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0)
 	}

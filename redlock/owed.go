@@ -41,7 +41,9 @@ type debt struct {
 	seq    int64       // the round's number among by's
 	// answered, when not nil, gets a value as each node's first attempt
 	// ends, answered or not: its caller waits for them (awaitFirst).
+	// firsts is how many it waits for.
 	answered chan struct{}
+	firsts   atomic.Int32
 }
 
 // waited makes the caller of d able to wait for the first attempts
@@ -58,12 +60,14 @@ func (d *debt) firstEnded() {
 	}
 }
 
-// awaitFirst waits until n first attempts of the waited debt d have
-// ended, or bound has passed: the caller returns once every node it owes
-// answered, or was given a node timeout to (done when returned). A node
-// that did not answer is still owed, in the background.
-func (d *debt) awaitFirst(n int, bound time.Duration) {
-	if n == 0 {
+// awaitFirst waits until the first attempts of the waited debt d sent
+// so far (firsts) have ended, or bound has passed: the caller returns
+// once every node it owes answered, or was given a node timeout to (done
+// when returned). A node that did not answer is still owed, in the
+// background. Once only: what it waited for is consumed.
+func (d *debt) awaitFirst(bound time.Duration) {
+	n := d.firsts.Swap(0)
+	if n <= 0 {
 		return
 	}
 	t := d.c.timer(bound)
@@ -128,16 +132,13 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
 //
-// The round of a call that does not wait (g.final) and failed returns
-// only once each node it owes has answered the first attempt, or was
-// given the node timeout to.
-func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
+// It returns the debt, which the caller of a call that does not wait
+// (g.final), or of a won choice (whose Unlock waits for it), can wait
+// for (awaitFirst); nil when nothing is owed.
+func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *debt {
 	script, args := g.kind.undo(c, g.key, g.token, g.plain(), keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
 		by: g.owedBy, seq: g.seq}
-	if g.final && keep < 0 {
-		d.waited()
-	}
 	var owed []int
 	for i, n := range r.nodes {
 		if owes(n.Status, n.Err, r.pick(i), keep) {
@@ -146,7 +147,11 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 		}
 	}
 	if len(owed) == 0 && r.pending == 0 {
-		return
+		return nil
+	}
+	if g.final || keep >= 0 {
+		d.waited()
+		d.firsts.Store(int32(len(owed)))
 	}
 	// The first attempts go out now, in the caller's goroutine: on a
 	// pipelined node they are queued ahead of the caller's next round.
@@ -170,10 +175,7 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 			}
 		}
 	}) {
-		if d.answered != nil {
-			d.awaitFirst(len(owed), c.cfg.nodeTimeout)
-		}
-		return
+		return d
 	}
 	// A closed Client: the first attempts are all there will be.
 	for _, ch := range first {
@@ -184,6 +186,7 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) {
 			<-d.start(o.i)
 		}
 	}
+	return nil
 }
 
 // owes reports whether a node whose reply to an acquisition had status
@@ -236,6 +239,9 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 // a node), and the late round then undo it, putting a call that left its
 // queue back in it. The caller holds a ticket (Close waits for it).
 func (d *debt) oweAfter(after *pending) {
+	if d.answered != nil {
+		d.firsts.Store(int32(len(d.c.pools)))
+	}
 	for i := range d.c.pools {
 		if after == nil || !after.on(i) {
 			d.owe(i)

@@ -519,7 +519,7 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 	// After w's rounds: sent before one of them settled, the release
 	// could come first and the round put w back in the queue.
 	d.oweAfter(&w.sent)
-	d.awaitFirst(len(c.pools), c.cfg.nodeTimeout)
+	d.awaitFirst(c.cfg.nodeTimeout)
 }
 
 // released implements listener: node i released the key, leaving it free

@@ -2,8 +2,6 @@ package redlocktest_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,23 +11,14 @@ import (
 	"github.com/quorumlock/redlock/redlocktest"
 )
 
-// turnsPerKind is how many turns each kind takes: REDLOCK_TURNS, or
-// 2,000 (make turns runs 100,000).
-func turnsPerKind(t *testing.T) int {
-	if s := os.Getenv("REDLOCK_TURNS"); s != "" {
-		n, err := strconv.Atoi(s)
-		require.NoError(t, err, "REDLOCK_TURNS")
-		return n
-	}
-	return 2000
-}
-
 // Two Clients take turns on one name, for each kind of lock: once the
 // holder's Unlock has returned, and once the other's refused call has,
 // nothing of theirs is left on a node that answered, so the next turn's
-// call takes the name at once (internal/turns).
+// call takes the name at once (internal/turns). 2,000 turns per kind;
+// make turns runs 100,000.
 func TestTurns(t *testing.T) {
-	n := turnsPerKind(t)
+	n, err := turns.Count(2000)
+	require.NoError(t, err)
 	for _, k := range turns.Kinds {
 		t.Run(k.Name, func(t *testing.T) {
 			t.Parallel()

@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/quorumlock/redlock/redlock"
@@ -143,4 +145,22 @@ func Run(ctx context.Context, k Kind, a, b *redlock.Client, name string, n int) 
 		}
 	}
 	return nil
+}
+
+// Env names the variable that sets how many turns each kind takes
+// (make turns sets it; the tests' defaults are short).
+const Env = "REDLOCK_TURNS"
+
+// Count is the number of turns per kind: $REDLOCK_TURNS, or def when it
+// is unset. A value that is not a positive number is an error.
+func Count(def int) (int, error) {
+	s := os.Getenv(Env)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a positive number of turns", Env, s)
+	}
+	return n, nil
 }
