@@ -84,6 +84,17 @@ test-valkey:
 	for r in $$runs; do wait $${r%%:*} || status=1; cat "$${r#*:}"; done; \
 	rm -rf "$$logs"; exit $$status
 
+# Done when returned (docs/algorithm.md): two Clients take turns on one
+# name, for every kind of lock: TURNS turns per kind on redlocktest's
+# in-process nodes under the race detector, then TURNS_REAL on five
+# redis-server nodes. make test runs 2,000 and 300.
+TURNS ?= 100000
+TURNS_REAL ?= 5000
+.PHONY: turns
+turns:
+	REDLOCK_TURNS=$(TURNS) $(GO) test -race -count=1 -timeout 0 -run '^TestTurns$$' ./redlocktest/
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_TURNS=$(TURNS_REAL) $(GO) test -count=1 -timeout 0 -run '^TestTurns$$' ./tests/
+
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by
 # kind, violations, lost updates, stale writes and error kinds. Replay a

@@ -41,8 +41,11 @@
 // re-created. With a quorum, the validity is recomputed exactly as above;
 // with fewer, Extend returns ErrLockLost. Unlock runs a script that deletes
 // the key only while it holds our token, so it never removes another
-// owner's lock; it returns once a quorum released, and fewer than a quorum
-// means the lock had already been lost (ErrLockLost). A node whose SET was
+// owner's lock; it returns once every node answered or the node timeout
+// passed, so that no node that answered still holds the token (a refused
+// TryLock likewise returns once its round is undone: docs/algorithm.md,
+// "Done when returned"), and fewer than a quorum releasing means the
+// lock had already been lost (ErrLockLost). A node whose SET was
 // still in flight when the lock was granted gets its release only after
 // that SET has returned, so a late SET cannot outlive Unlock.
 //

@@ -75,9 +75,11 @@ func restoreWaited(l *Lock) {
 // every node at once, decided as soon as the outcome is known. It
 // succeeds with a quorum and positive validity (ttl less the round's time
 // and the drift allowance; above WithMinValidity when given). On failure
-// it releases every node that may hold the token, also in the background,
-// and returns a *QuorumError matching ErrNotAcquired that tells node by
-// node what happened (with ctx.Err() when ctx ended first). Bad arguments
+// it waits for the nodes still to answer (until the node timeout), releases
+// every node that may hold the token, and returns once each answered the
+// release or had a node timeout to (a silent one is released in the
+// background), with a *QuorumError matching ErrNotAcquired that tells
+// node by node what happened (with ctx.Err() when ctx ended first). Bad arguments
 // fail before any node is asked; a closed Client returns ErrClosed.
 // See docs/algorithm.md.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
