@@ -139,13 +139,7 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *d
 	script, args := g.kind.undo(c, g.key, g.token, g.plain(), keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
 		by: g.owedBy, seq: g.seq}
-	var owed []int
-	for i, n := range r.nodes {
-		if owes(n.Status, n.Err, r.pick(i), keep) {
-			owed = append(owed, i)
-			d.note(i)
-		}
-	}
+	owed := d.owedBy(r, keep)
 	if len(owed) == 0 && r.pending == 0 {
 		return nil
 	}
@@ -187,6 +181,19 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *d
 		}
 	}
 	return nil
+}
+
+// owedBy returns the nodes whose replies to r, read by its decision, owe
+// d's release (owes), and notes each (note).
+func (d *debt) owedBy(r *round, keep int) []int {
+	var owed []int
+	for i, n := range r.nodes {
+		if owes(n.Status, n.Err, r.pick(i), keep) {
+			owed = append(owed, i)
+			d.note(i)
+		}
+	}
+	return owed
 }
 
 // owes reports whether a node whose reply to an acquisition had status
