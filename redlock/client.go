@@ -225,7 +225,8 @@ func (c *Client) newLock(ctx context.Context, g *grab, r *round, until time.Time
 // On a node where one of the rounds after (nil for none) has not settled,
 // it goes once they have (debt.oweAfter). After Close it sends nothing.
 // With wait (a call that ends without the lock), it returns once every
-// node has answered, or a node timeout has passed (done when returned).
+// node has answered, or a node timeout has passed since the message went
+// to it (done when returned).
 func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any, after *pending, wait bool) {
 	t, ok := c.bg.claim()
 	if !ok {
@@ -237,8 +238,7 @@ func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any,
 	if wait {
 		d.waited()
 	}
-	d.oweAfter(after)
-	if wait {
-		d.awaitFirst(c.cfg.nodeTimeout)
+	if bound := d.oweAfter(after); wait {
+		d.awaitFirst(bound)
 	}
 }

@@ -89,14 +89,14 @@ func (c *Client) take(ctx context.Context, g *grab) (*Lock, *round, error) {
 			return nil, r, c.undo(ctx, g, r, until)
 		}
 	}
-	var others *debt
+	split := false
 	if won >= 0 {
-		// The nodes that took another choice give it up; the lock's
-		// Unlock returns only once they have answered.
-		others = c.oweRelease(ctx, g, r, won)
+		// The nodes that took another choice give it up, in the
+		// background; split, the lock's Unlock gives up every choice.
+		split = c.oweRelease(ctx, g, r, won) != nil
 	}
 	l := c.newLock(ctx, g, r, until)
-	l.fence, l.fences, l.others = fence, fences, others
+	l.fence, l.fences, l.split = fence, fences, split
 	return l, r, nil
 }
 
@@ -111,9 +111,6 @@ func (c *Client) validEnough(until time.Time, cfg lockConfig) bool {
 // said of the key.
 func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) error {
 	validity := until.Sub(c.cfg.clock.Now())
-	if g.final {
-		r.finish(ctx) // the late grants are undone now, not in the background
-	}
 	c.owe(ctx, g, r)
 	c.warnRefusals("node refused an acquisition", r)
 	if !r.ok {
@@ -126,10 +123,16 @@ func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) e
 
 // owe releases, in the background, every node that may hold the token of
 // g's round r (owed.go). A transaction (a waiting call's first round)
-// takes no key: it owes nothing.
+// takes no key: it owes nothing. The round of a call that does not wait
+// (g.final) first reads the replies still to come (finish), and owe
+// returns once each node it owes answered the release, or had a node
+// timeout to.
 func (c *Client) owe(ctx context.Context, g *grab, r *round) {
 	if g.req.tx != nil {
 		return
+	}
+	if g.final {
+		r.finish() // the late grants are undone now, not in the background
 	}
 	if d := c.oweRelease(ctx, g, r, -1); g.final && d != nil {
 		d.awaitFirst(c.cfg.nodeTimeout)

@@ -32,10 +32,11 @@ type Lock struct {
 	// fences are a multi-key lock's fences, in the order of its keys,
 	// with WithFencing; nil otherwise.
 	fences []uint64
-	// others, when not nil, is what the nodes that took another choice
-	// (a semaphore's other slot) owe: Unlock waits for its first
-	// attempts too.
-	others *debt
+	// split says that some nodes of the round that took the lock (a
+	// semaphore's) took another choice, or had not answered by its
+	// decision: its release gives up every slot that holds the token,
+	// not only the one won, so that Unlock leaves none behind.
+	split bool
 	// kind is the kind of lock it is (kind.go): how it is extended and
 	// released, and what observers call it.
 	kind kind
@@ -240,9 +241,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// A node that did not answer may still hold the key: it is released
 	// again in the background, for as long as the key can live.
 	l.c.releaseUnanswered(ctx, r, max(l.ttl, l.c.cfg.maxTTL))
-	if l.others != nil {
-		l.others.awaitFirst(l.c.cfg.nodeTimeout)
-	}
+
 	if !r.ok {
 		return l.c.quorumError(OpUnlock, l.name(), r, ErrLockLost, 0)
 	}

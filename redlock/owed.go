@@ -60,11 +60,13 @@ func (d *debt) firstEnded() {
 	}
 }
 
-// awaitFirst waits until the first attempts of the waited debt d sent
-// so far (firsts) have ended, or bound has passed: the caller returns
-// once every node it owes answered, or was given a node timeout to (done
-// when returned). A node that did not answer is still owed, in the
-// background. Once only: what it waited for is consumed.
+// awaitFirst waits until the first attempts that the waited debt d
+// counts (firsts: those its caller sent, not those of nodes that
+// answered the round after its decision) have ended, or bound has
+// passed: the caller returns once every node it owes answered, or was
+// given a node timeout to (done when returned). A node that did not
+// answer is still owed, in the background. Once only: what it waited
+// for is consumed.
 func (d *debt) awaitFirst(bound time.Duration) {
 	n := d.firsts.Swap(0)
 	if n <= 0 {
@@ -123,9 +125,10 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // oweRelease undoes a failed acquisition round r: script with args, its
 // release, goes to every node that granted it, or failed in a way that
 // may have let the command land, and to every node that grants it after
-// the decision. It returns at once: the releases go on in the background
-// (Close waits for them), retried as the package comment above says, for
-// at most ttl. Nodes that refused are never released: they hold another
+// the decision. It returns once the first attempts are sent: the
+// releases go on in the background (Close waits for them), retried as the
+// package comment above says, for at most ttl; on a closed Client, once
+// the first attempts are answered. Nodes that refused are never released: they hold another
 // owner's key.
 //
 // On a choice round that was won, keep is the choice won (-1 otherwise):
@@ -155,17 +158,17 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *d
 	}
 	// Each node is settled in a goroutine of its own, started by this
 	// one while it holds its count, so Close waits for them all.
-	settle := func(i int, m settleMode, first chan result) {
-		c.bg.goHeld(func() { d.settle(i, m, first) })
+	settle := func(i int, m settleMode, first chan result, counted bool) {
+		c.bg.goHeld(func() { d.settle(i, m, first, counted) })
 	}
 	if c.bg.goTracked(func() {
 		for k, i := range owed {
-			settle(i, modeAfter(r.nodes[i].Status, r.nodes[i].Err), first[k])
+			settle(i, modeAfter(r.nodes[i].Status, r.nodes[i].Err), first[k], true)
 		}
 		for range r.pending {
 			if o := r.next(); owes(o.status, o.err, r.choiceOf(o), keep) {
 				d.note(o.i)
-				settle(o.i, modeAfter(o.status, o.err), nil)
+				settle(o.i, modeAfter(o.status, o.err), nil, false)
 			}
 		}
 	}) {
@@ -234,31 +237,37 @@ func (c *Client) oweUnanswered(r *round, o outcome, held bool) {
 	d := &debt{c: c, ctx: context.WithoutCancel(r.lateCtx), script: r.req.script, args: r.req.args,
 		until: c.cfg.clock.Now().Add(r.lateBound)}
 	if held {
-		c.bg.goHeld(func() { d.settle(o.i, settleRetry, nil) })
+		c.bg.goHeld(func() { d.settle(o.i, settleRetry, nil, false) })
 		return
 	}
-	c.bg.goTracked(func() { d.settle(o.i, settleRetry, nil) })
+	c.bg.goTracked(func() { d.settle(o.i, settleRetry, nil, false) })
 }
 
 // oweAfter owes every node d (owe), but a node where one of the rounds
 // after (nil for none) has not settled only once they have: sent before,
 // the command could reach the node first (pools with several connections
 // a node), and the late round then undo it, putting a call that left its
-// queue back in it. The caller holds a ticket (Close waits for it).
-func (d *debt) oweAfter(after *pending) {
+// queue back in it. The caller holds a ticket (Close waits for it). It
+// returns how long, from now, a waited debt's caller waits (awaitFirst):
+// a node timeout, two when a node waits for earlier rounds (each bounded
+// by one).
+func (d *debt) oweAfter(after *pending) time.Duration {
 	if d.answered != nil {
 		d.firsts.Store(int32(len(d.c.pools)))
 	}
+	bound := d.c.cfg.nodeTimeout
 	for i := range d.c.pools {
 		if after == nil || !after.on(i) {
 			d.owe(i)
 			continue
 		}
+		bound = 2 * d.c.cfg.nodeTimeout
 		d.c.bg.goHeld(func() {
 			after.await()
 			d.owe(i)
 		})
 	}
+	return bound
 }
 
 // owe sends the release to node i now, and when that attempt fails
@@ -271,7 +280,7 @@ func (d *debt) owe(i int) {
 		s.StartEval(owedAttempt{d: d, i: i, t: c.bg.claimHeld()}, d.script, d.args...)
 		return
 	}
-	c.bg.goHeld(func() { d.settle(i, settleAnswered, nil) })
+	c.bg.goHeld(func() { d.settle(i, settleAnswered, nil, true) })
 }
 
 // owedAttempt is the first attempt of an owed release (debt.owe): a
@@ -285,7 +294,7 @@ type owedAttempt struct {
 // Receive implements async.Receiver.
 func (o owedAttempt) Receive(_ any, err error) {
 	if err != nil && !replied(err) && !errors.Is(err, ErrClosed) {
-		o.d.c.bg.goHeld(func() { o.d.settle(o.i, settleRetry, nil) }) // o.t still counts
+		o.d.c.bg.goHeld(func() { o.d.settle(o.i, settleRetry, nil, false) }) // o.t still counts
 	}
 	o.d.firstEnded()
 	o.t.done()
@@ -342,11 +351,12 @@ func modeAfter(status NodeStatus, err error) settleMode {
 // settle releases node i until the node has answered as the package
 // comment above and m say. first, when not nil, carries the result of an
 // attempt already sent. No attempt starts once a later round of the same
-// waiting call owes the node (superseded).
-func (d *debt) settle(i int, m settleMode, first chan result) {
+// waiting call owes the node (superseded). counted says that the debt's
+// awaitFirst counts this node's first attempt: its end is noted.
+func (d *debt) settle(i int, m settleMode, first chan result, counted bool) {
 	clk := d.c.cfg.clock
 	acqAnswered, optional := m != settleUnanswered, m != settleAnswered
-	firstEnds := m != settleRetry // a retry's first attempt ended before
+	firstEnds := counted
 	pause, answers := owedPauseMin, 0
 	for {
 		if first == nil {

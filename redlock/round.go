@@ -389,6 +389,9 @@ func (r *round) sendAll(ctx context.Context) {
 		if r.req.after.on(i) {
 			go func() {
 				r.req.after.await()
+				// A node timeout from now: the round waits for it that
+				// long (graceLeft).
+				r.calls[i].graceUntil.Store(int64(c.cfg.clock.Since(r.start) + c.cfg.nodeTimeout))
 				r.send(i, sendAfterWait)
 			}()
 			continue
@@ -397,25 +400,32 @@ func (r *round) sendAll(ctx context.Context) {
 	}
 }
 
-// decide reads replies until the outcome is decided (see run), or with
-// req.all until every node replied, the node timeout passes, or ctx ends.
+// decide reads replies until the outcome is decided (see run), the node
+// timeout passes, or ctx ends; with req.all, a decided round then reads
+// the rest (finish).
 func (r *round) decide(ctx context.Context) {
 	r.pending = len(r.nodes)
-	if r.read(ctx, r.c.cfg.nodeTimeout, r.req.all) {
-		r.ok = r.okCount >= r.c.quorum
+	if !r.read(ctx, r.c.cfg.nodeTimeout, false) {
+		return
+	}
+	r.ok = r.okCount >= r.c.quorum
+	if r.req.all {
+		r.finish()
 	}
 }
 
 // finish reads the replies of the decided round r still to come, until
-// every node has replied, the node timeout has passed since the round's
-// start, or ctx ends (r.cause): a refused call that gives up its round
-// returns once it knows every node that granted in time. r.ok stays as
-// decided.
-func (r *round) finish(ctx context.Context) {
+// every node has replied or the node timeout has passed since the
+// round's start (longer for a node whose command waited for earlier
+// rounds, or whose connection was being opened: graceLeft). It does not
+// stop when the caller's context ends: it is bounded anyway, and a call
+// that returns is done on every node that answered (a release, or a
+// refused call that gives its round up). r.ok stays as decided.
+func (r *round) finish() {
 	if !r.sent || r.pending == 0 {
 		return
 	}
-	r.read(ctx, max(r.c.cfg.nodeTimeout-r.c.cfg.clock.Since(r.start), 0), true)
+	r.read(context.Background(), max(r.c.cfg.nodeTimeout-r.c.cfg.clock.Since(r.start), 0), true)
 }
 
 // read reads replies until they decide the round (decided), or with all
@@ -453,12 +463,15 @@ func (r *round) read(ctx context.Context, wait time.Duration, all bool) bool {
 // passed, for nodes whose first connection had yet to be opened when the
 // round was sent (async.Connecting): while it still has, then
 // answerGrace from when graceLeft saw it opened, or from when its grant
-// came and waits for a restart check (gate). 0: none. The pool's dial timeout
+// came and waits for a restart check (gate), or for a node whose command
+// waited for earlier rounds and went out since (sendAll), a node timeout
+// from then. 0: none. The pool's dial timeout
 // bounds a dial, and maxDialWait the whole wait, should a dialler not
 // stop. The lock's validity is still counted from the round's start.
 func (r *round) graceLeft() time.Duration {
 	now := r.c.cfg.clock.Since(r.start)
-	if now >= maxDialWait {
+	limit := max(maxDialWait, 2*r.c.cfg.nodeTimeout) // a command sent after earlier rounds: within a node timeout, and its own
+	if now >= limit {
 		return 0
 	}
 	var until time.Duration
@@ -479,7 +492,7 @@ func (r *round) graceLeft() time.Duration {
 		}
 		until = max(until, time.Duration(nc.graceUntil.Load()))
 	}
-	return min(until, maxDialWait) - now
+	return min(until, limit) - now
 }
 
 // answerGrace is how long a node whose first connection opened by now
@@ -493,7 +506,9 @@ func (r *round) answerGrace(now time.Duration) time.Duration {
 }
 
 // maxDialWait bounds how long after its start a round waits for nodes
-// whose first connection is being opened (graceLeft).
+// whose first connection is being opened (graceLeft), or whose command
+// waited for earlier rounds (those get two node timeouts when that is
+// longer).
 const maxDialWait = 5 * time.Second
 
 // decided reports whether the replies read so far decide the round: a

@@ -232,16 +232,20 @@ func TestTryLock_cancelledContextEndsTheRoundAndReleases(t *testing.T) {
 	}()
 	require.True(t, clk.WaitTimers(1, nil))
 	cancel()
-	err := <-done
-	require.ErrorIs(t, err, ErrNotAcquired)
-	require.ErrorIs(t, err, context.Canceled)
+	// The round ends with the context, but the call gives it up before it
+	// returns, reading the nodes' answers for the rest of the node timeout
+	// (done when returned).
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"TryLock returned before its nodes answered or timed out")
 	for _, o := range open {
 		o()
 	}
-	require.NoError(t, c.Close())
+	err := <-done
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
 	for _, n := range nodes {
 		_, held := n.get("k")
-		require.False(t, held, "%s keeps our key after cancellation", n.addr)
+		require.False(t, held, "%s keeps our key after the cancelled TryLock returned", n.addr)
 	}
 }
 
@@ -600,4 +604,38 @@ func TestSetStatus_aStatusReplyOKIsUnexpected(t *testing.T) {
 	status, err = setStatus("n1:6379", []byte("OK"), nil)
 	require.Equal(t, NodeRefused, status)
 	require.NoError(t, err)
+}
+
+// A release that waited for the lock's own acquisition to settle on a
+// slow node gets a node timeout of its own from when it went out, and
+// Unlock waits for it that long: returned at the round's node timeout,
+// it would leave the token on a node that answers in time.
+func TestUnlock_givesAReleaseThatWaitedForItsAcquisitionANodeTimeoutOfItsOwn(t *testing.T) {
+	c, nodes, clk := newFakeClient(t, 5)
+	nt := c.cfg.nodeTimeout
+	slow := nodes[3]
+	openSet := slow.hold("SET")
+	l, err := c.TryLock(context.Background(), "k", ttl)
+	require.NoError(t, err)
+	// The SET must be at the node's gate before the gate changes to hold
+	// the release.
+	require.Eventually(t, func() bool { return slow.parkedCount() == 1 }, 5*time.Second, time.Millisecond)
+	openRelease := slow.hold(callRelease)
+	done := make(chan error, 1)
+	go func() { done <- l.Unlock(context.Background()) }()
+	// A node whose grant came after the decision waits for the whole
+	// round too (pending.await): three releases go at once.
+	require.Eventually(t, func() bool {
+		return nodes[0].count(callRelease)+nodes[1].count(callRelease)+nodes[2].count(callRelease)+nodes[4].count(callRelease) >= 3
+	}, 5*time.Second, time.Millisecond)
+	clk.Advance(nt * 9 / 10)
+	openSet()                                                                                              // the release goes out now, at 0.9 of the round's node timeout
+	require.Eventually(t, func() bool { return slow.parkedCount() == 2 }, 5*time.Second, time.Millisecond) // the SET, then the release
+	clk.Advance(nt / 5)                                                                                    // the round's node timeout has passed; the release's has not
+	require.Never(t, func() bool { return len(done) > 0 }, 50*time.Millisecond, time.Millisecond,
+		"Unlock returned before the node answered a release sent a fraction of a node timeout ago")
+	openRelease()
+	require.NoError(t, <-done)
+	_, held := slow.get("k")
+	require.False(t, held, "the slow node keeps the key after Unlock returned")
 }

@@ -274,8 +274,12 @@ func (permit) extend(l *Lock, ms int64) (*pool.Script, []any) {
 	return wire.Extend, wire.ExtendArgs(l.key, l.token, ms, "")
 }
 
-// release frees the slot and gives it to the longest waiter.
+// release frees the slot and gives it to the longest waiter; every slot
+// that holds the token when some nodes took another (Lock.split).
 func (p permit) release(l *Lock) (*pool.Script, []any) {
+	if l.split {
+		return wire.SemRelease, wire.SemReleaseArgs(p.s.name, p.s.keys, p.s.permits, l.token, -1, "")
+	}
 	return wire.SemRelease, wire.SemReleaseSlotArgs(p.s.name, l.key, l.token)
 }
 

@@ -2,12 +2,14 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
 )
 
 func TestSemaphore_holdsAtMostItsPermits(t *testing.T) {
@@ -212,5 +214,31 @@ func TestSemaphore_givingUpLeavesTheQueueAfterTheLatestRound(t *testing.T) {
 	require.Equal(t, callSemRelease, calls[len(calls)-1], "node 0: %v", calls)
 	for i, n := range nodes {
 		require.Zero(t, n.zcard(wire.PermitWaitersKey("pool")), "node %d still queues the call", i)
+	}
+}
+
+// A permit won where a node took another slot: the node gives that slot
+// up in the background, and should that release not have landed yet, the
+// permit's Unlock gives up every slot the token holds there, so that none
+// is left once it returns (done when returned).
+func TestSemaphore_unlockOfAPermitWonWhereANodeTookAnotherSlotFreesThatSlotToo(t *testing.T) {
+	c, nodes, _ := newFakeClient(t, 5)
+	odd := nodes[4]
+	odd.set(wire.PermitKey("pool", 0), "someone-else") // node 4 takes slot 1
+	odd.failWith(&pool.NodeError{Addr: odd.Addr(), Op: "dial", Err: errors.New("still connecting")}, callSemRelease)
+	l, err := c.Semaphore("pool", 2).TryAcquire(context.Background(), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, wire.PermitKey("pool", 0), l.Key())
+	require.Eventually(t, func() bool { return odd.count(callSemRelease) >= 1 }, 5*time.Second, time.Millisecond,
+		"node 4 is sent the release of slot 1")
+	v, _ := odd.get(wire.PermitKey("pool", 1))
+	require.Equal(t, l.Token(), v, "the release of slot 1 failed: node 4 still holds it")
+	odd.failWith(nil)
+	require.NoError(t, l.Unlock(context.Background()))
+	for i, n := range nodes {
+		for s := range 2 {
+			v, _ := n.get(wire.PermitKey("pool", s))
+			require.NotEqual(t, l.Token(), v, "node %d slot %d holds the token after Unlock returned", i, s)
+		}
 	}
 }
