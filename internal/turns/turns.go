@@ -99,7 +99,7 @@ var Kinds = []Kind{
 // holds it for a place's life: with a node timeout of 1s, as the tests
 // give, 6.1s, twice takeWithin.
 const (
-	refuseWithin = 5 * time.Millisecond
+	refuseWithin = 2 * time.Millisecond
 	takeWithin   = 3 * time.Second
 )
 
