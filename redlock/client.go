@@ -239,6 +239,6 @@ func (c *Client) tellAfter(ctx context.Context, script *pool.Script, args []any,
 		d.waited()
 	}
 	if bound := d.oweAfter(after); wait {
-		d.awaitFirst(bound)
+		d.awaitFirst(context.Background(), bound) // the call's ctx has likely ended: that is why it leaves
 	}
 }

@@ -126,16 +126,18 @@ func (c *Client) undo(ctx context.Context, g *grab, r *round, until time.Time) e
 // takes no key: it owes nothing. The round of a call that does not wait
 // (g.final) first reads the replies still to come (finish), and owe
 // returns once each node it owes answered the release, or had a node
-// timeout to.
+// timeout to, unless ctx ends first: a call its caller gave up returns
+// at once (its error matches ctx.Err()), and leaves the rest to the
+// background.
 func (c *Client) owe(ctx context.Context, g *grab, r *round) {
 	if g.req.tx != nil {
 		return
 	}
 	if g.final {
-		r.finish() // the late grants are undone now, not in the background
+		r.finish(ctx) // the late grants are undone now, not in the background
 	}
 	if d := c.oweRelease(ctx, g, r, -1); g.final && d != nil {
-		d.awaitFirst(c.cfg.nodeTimeout)
+		d.awaitFirst(ctx, c.cfg.nodeTimeout)
 	}
 }
 

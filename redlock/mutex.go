@@ -79,7 +79,8 @@ func restoreWaited(l *Lock) {
 // every node that may hold the token, and returns once each answered the
 // release or had a node timeout to (a silent one is released in the
 // background), with a *QuorumError matching ErrNotAcquired that tells
-// node by node what happened (with ctx.Err() when ctx ended first). Bad arguments
+// node by node what happened. When ctx ends first it returns then, with
+// ctx.Err() in the error, and leaves the undoing to the background. Bad arguments
 // fail before any node is asked; a closed Client returns ErrClosed.
 // See docs/algorithm.md.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {

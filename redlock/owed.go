@@ -66,8 +66,8 @@ func (d *debt) firstEnded() {
 // passed: the caller returns once every node it owes answered, or was
 // given a node timeout to (done when returned). A node that did not
 // answer is still owed, in the background. Once only: what it waited
-// for is consumed.
-func (d *debt) awaitFirst(bound time.Duration) {
+// for is consumed. It stops early when ctx ends.
+func (d *debt) awaitFirst(ctx context.Context, bound time.Duration) {
 	n := d.firsts.Swap(0)
 	if n <= 0 {
 		return
@@ -78,6 +78,8 @@ func (d *debt) awaitFirst(bound time.Duration) {
 		select {
 		case <-d.answered:
 		case <-t.C():
+			return
+		case <-ctx.Done():
 			return
 		}
 	}

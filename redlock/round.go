@@ -410,22 +410,24 @@ func (r *round) decide(ctx context.Context) {
 	}
 	r.ok = r.okCount >= r.c.quorum
 	if r.req.all {
-		r.finish()
+		// Once a quorum released, the rest is read whatever ctx says:
+		// bounded by the node timeout, and Unlock's nil means done.
+		r.finish(context.Background())
 	}
 }
 
 // finish reads the replies of the decided round r still to come, until
 // every node has replied or the node timeout has passed since the
 // round's start (longer for a node whose command waited for earlier
-// rounds, or whose connection was being opened: graceLeft). It does not
-// stop when the caller's context ends: it is bounded anyway, and a call
-// that returns is done on every node that answered (a release, or a
-// refused call that gives its round up). r.ok stays as decided.
-func (r *round) finish() {
+// rounds, or whose connection was being opened: graceLeft), or ctx ends
+// (r.cause): a release, or a refused call that gives its round up,
+// returns once it knows every node that answered in time. r.ok stays as
+// decided.
+func (r *round) finish(ctx context.Context) {
 	if !r.sent || r.pending == 0 {
 		return
 	}
-	r.read(context.Background(), max(r.c.cfg.nodeTimeout-r.c.cfg.clock.Since(r.start), 0), true)
+	r.read(ctx, max(r.c.cfg.nodeTimeout-r.c.cfg.clock.Since(r.start), 0), true)
 }
 
 // read reads replies until they decide the round (decided), or with all

@@ -518,7 +518,7 @@ func (w *waiter) end(ctx context.Context, l *Lock) {
 		until: c.cfg.clock.Now().Add(max(w.ttl, c.refresh()+c.entrySlack()))}).waited()
 	// After w's rounds: sent before one of them settled, the release
 	// could come first and the round put w back in the queue.
-	d.awaitFirst(d.oweAfter(&w.sent))
+	d.awaitFirst(context.Background(), d.oweAfter(&w.sent)) // ctx has likely ended: that is why w leaves
 }
 
 // released implements listener: node i released the key, leaving it free
