@@ -23,20 +23,18 @@ import (
 // connection, so a partly buffered command never reaches the node whole)
 // and nothing is sent.
 
-// gate returns args with one argument wrapped in a gatedArg, when the
-// client does not apply contexts' deadlines itself; otherwise args as
-// they are. The argument is the last one whose encoding gatedArg knows
-// (the command's name, a string, at the latest).
+// gate returns args with the command's name wrapped in a gatedArg, when
+// the client does not apply contexts' deadlines itself; otherwise args as
+// they are. The name is written first, so a refusal leaves nothing of the
+// command buffered; and it is never a key: a cluster client routes by the
+// key, and since go-redis 9.24 takes it only from an argument of a plain
+// type (a wrapped GET key failed with "cannot determine the routing key").
+// go-redis reads the name through String.
 func (p *basePool) gate(ctx context.Context, args []any) []any {
-	if p.ctxTimeouts {
+	if p.ctxTimeouts || len(args) == 0 || !gateable(args[0]) {
 		return args
 	}
-	for i := len(args) - 1; i >= 0; i-- {
-		if gateable(args[i]) {
-			args[i] = gatedArg{ctx: ctx, v: args[i]}
-			break
-		}
-	}
+	args[0] = gatedArg{ctx: ctx, v: args[0]}
 	return args
 }
 
