@@ -137,9 +137,10 @@ func (d *debt) superseded(i int) bool { return d.by != nil && d.by.latest[i].Loa
 // a node that took it is part of the lock and owes nothing; the others
 // give up what they took, and the release script keeps that choice.
 //
-// It returns the debt, which the caller of a call that does not wait
-// (g.final), or of a won choice (whose Unlock waits for it), can wait
-// for (awaitFirst); nil when nothing is owed.
+// It returns the debt, nil when nothing is owed: the caller of a call
+// that does not wait (g.final) waits for its first attempts
+// (awaitFirst); for a won choice, a debt says that the lock is split
+// (Lock.split).
 func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *debt {
 	script, args := g.kind.undo(c, g.key, g.token, g.plain(), keep)
 	d := &debt{c: c, ctx: context.WithoutCancel(ctx), script: script, args: args, until: c.cfg.clock.Now().Add(g.ttl),
