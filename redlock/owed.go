@@ -149,7 +149,7 @@ func (c *Client) oweRelease(ctx context.Context, g *grab, r *round, keep int) *d
 	if len(owed) == 0 && r.pending == 0 {
 		return nil
 	}
-	if g.final || keep >= 0 {
+	if g.final {
 		d.waited()
 		d.firsts.Store(int32(len(owed)))
 	}
