@@ -375,7 +375,7 @@ func (c *Client) countView(i int, v *nodeView) (wait bool, err error) {
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
 	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, lineage: v.lineage, subs: v.subs}) {
-		c.bg.goTracked(func() { c.mark(i, v.runID, v.lineage) })
+		c.bg.goTracked(func() { c.mark(i, v.runID, v.lineage, "") })
 	}
 	return false, nil
 }
@@ -512,7 +512,9 @@ type nodeFacts struct {
 	uptime  time.Duration // at most the true uptime (uptimeFloor), or the time since a copied dataset was first seen
 	copied  bool          // the dataset came from another process or lineage (uptime is since it was first seen)
 	cluster bool          // the node runs in cluster mode: the marker is one slot's (shards.go)
-	marker  string        // the run id when marked; "~": another process's or lineage's marker; "": none
+	born    string        // the shards that ran when the deployment was new (wire.BornOf)
+	own     bool          // the lineage began in this process
+	marker  string        // the run id when marked; "~": another process's or lineage's marker; "+": a marker of a later form; "": none
 	gen     uint64
 	subs    uint64    // restarts.subs when the check began
 	at      time.Time // when the answer came, on the Client's clock
@@ -545,7 +547,7 @@ func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, chec
 // one, the check's (a fresh pool's first command); otherwise its gen is
 // 0. A check that failed without the node's answer (a broken connection)
 // asks once more.
-func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.Duration) (nodeFacts, error) {
+func (c *Client) checkNode(ctx context.Context, i int, mark, born string, bound time.Duration) (nodeFacts, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	c.cancelOnClose(ctx, cancel)
@@ -560,7 +562,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 		}
 		subs := c.rs.subs.Load()
 		var reply any
-		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark)...)
+		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark, born)...)
 		if err != nil {
 			if !replied(err) {
 				c.suspect(i)
@@ -596,6 +598,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark string, bound time.D
 func (c *Client) noteFacts(i int, f nodeFacts) {
 	if f.cluster {
 		c.rs.clusters[i].Store(true)
+		c.noteBorn(i, f.born)
 	}
 	if f.lineage == wire.UnknownLineage {
 		c.warnNode(c.pools[i].Addr(), "restart safety cannot see a failover on this node", errNoLineage)
@@ -668,7 +671,7 @@ func parseFacts(reply any) (nodeFacts, error) {
 	if err != nil {
 		return nodeFacts{}, err
 	}
-	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage, cluster: w.Cluster}
+	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage, cluster: w.Cluster, born: w.Born, own: w.Own}
 	if w.Sighted >= 0 {
 		// A dataset that came from elsewhere (a promoted replica, a
 		// restart from a snapshot): what it missed is counted from when
@@ -757,7 +760,11 @@ func (c *Client) adoptAnswer(a answer, fresh bool, began time.Time) {
 		c.noteFresh(a.i, began) // before the node counts (shards.go)
 	}
 	if a.err == nil && c.adopt(a.i, a.f, fresh) {
-		c.mark(a.i, a.f.runID, a.f.lineage)
+		born := ""
+		if fresh && a.f.cluster && a.f.marker == "" {
+			born = c.shardsNow(a.i) // written with the node's first mark (shards.go)
+		}
+		c.mark(a.i, a.f.runID, a.f.lineage, born)
 	}
 	c.rs.checking[a.i].Store(false)
 	c.checkEnded()
@@ -771,7 +778,7 @@ func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
 	for i := range c.pools {
 		c.rs.checking[i].Store(true)
 		if !c.bg.goTracked(func() {
-			f, err := c.checkNode(ctx, i, "", c.checkBound())
+			f, err := c.checkNode(ctx, i, "", "", c.checkBound())
 			answers <- answer{i, f, err}
 		}) {
 			c.rs.checking[i].Store(false)
@@ -828,7 +835,7 @@ func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, took time.D
 	}
 	for k, a := range got {
 		if a.err == nil && a.f.marker == "" {
-			got[k].f, got[k].err = c.checkNode(ctx, a.i, "", c.checkBound())
+			got[k].f, got[k].err = c.checkNode(ctx, a.i, "", "", c.checkBound())
 		}
 	}
 }
@@ -851,12 +858,13 @@ func (c *Client) freshBeingMarked(got []answer) bool {
 }
 
 // mark stores node i's run id and lineage as its marker, when the node
-// still runs that process on that lineage. A node that waits to be marked
-// (a new deployment's) is counted once its marker is in place, or checked
-// again if that failed.
-func (c *Client) mark(i int, runID, lineage string) {
+// still runs that process on that lineage, with born (the shards of a new
+// deployment, wire.BornOf; "") when the mark is the node's first. A node
+// that waits to be marked (a new deployment's) is counted once its marker
+// is in place, or checked again if that failed.
+func (c *Client) mark(i int, runID, lineage, born string) {
 	v := c.rs.views[i].Load()
-	f, err := c.checkNode(context.Background(), i, wire.MarkerOf(runID, lineage), c.checkBound())
+	f, err := c.checkNode(context.Background(), i, wire.MarkerOf(runID, lineage), born, c.checkBound())
 	if v == nil || !v.marking {
 		return // counted already
 	}
@@ -889,9 +897,9 @@ func (c *Client) recheck(i int) {
 		return
 	}
 	if !c.bg.goTracked(func() {
-		f, err := c.checkNode(context.Background(), i, "", c.checkBound())
+		f, err := c.checkNode(context.Background(), i, "", "", c.checkBound())
 		if err == nil && c.adopt(i, f, false) {
-			c.mark(i, f.runID, f.lineage)
+			c.mark(i, f.runID, f.lineage, "")
 		}
 		// Done before the poke: a waiter it wakes that still needs a check
 		// (a hand-off heard on a pub/sub connection opened after this check
@@ -913,7 +921,7 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	old := c.rs.views[i].Load()
 	// A node that came back under a new run id lost what it had since its
 	// last snapshot, unless it keeps every write (WithDurableNodes).
-	restarted := (old != nil && (old.runID != f.runID || old.lineage != f.lineage) || f.marker != "" && f.marker != f.runID) &&
+	restarted := (old != nil && (old.runID != f.runID || old.lineage != f.lineage) || f.marker != "" && f.marker != f.runID && f.marker != wire.UnknownMarker) &&
 		!(c.cfg.durable && f.marker != "")
 	switch {
 	case f.marker == f.runID && !c.markedTooSoon(old, f):
@@ -926,6 +934,8 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 			switch {
 			case f.marker == f.runID:
 				v.why = fmt.Sprintf("up for %v under a new run id, marked by Clients whose maximum TTL is shorter than this Client's longest (%v)", f.uptime, c.maxTTL())
+			case f.marker == wire.UnknownMarker:
+				v.why = fmt.Sprintf("up for %v with a marker of a form this version does not know (written by a later version), while it does not know the node counted", f.uptime)
 			case f.copied:
 				v.why = fmt.Sprintf("its data came from another process or lineage (a restart from a snapshot or an append-only file under a new run id, not declared durable, or a replica promoted), first seen so %v ago", f.uptime)
 			case f.marker != "":
@@ -989,7 +999,7 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 			continue
 		}
 		g.Go(func() error {
-			f, err := c.checkNode(ctx, i, "", c.cfg.nodeTimeout)
+			f, err := c.checkNode(ctx, i, "", "", c.cfg.nodeTimeout)
 			if err != nil || f.runID == old.runID {
 				return nil
 			}

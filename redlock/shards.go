@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/wire"
@@ -40,6 +43,7 @@ type shards struct {
 	views    map[string]*shardView // by identity (wire.ShardOf)
 	checking map[uint16]bool       // slots whose check is under way
 	freshAt  time.Time             // when the Client found the deployment new with node i unmarked; zero: never
+	born     string                // the shards that ran when the deployment was new (wire.BornOf), as node i's check read them
 }
 
 // shardView is what a check found of one shard's process and dataset.
@@ -236,7 +240,8 @@ func (c *Client) adoptShard(i int, slot uint16, f nodeFacts) (mark bool) {
 	switch {
 	case f.marker == f.runID:
 	case c.cfg.durable && f.marker != "",
-		!f.copied && !s.freshAt.IsZero() && !started.After(s.freshAt):
+		!f.copied && !s.freshAt.IsZero() && !started.After(s.freshAt),
+		wire.BornHas(s.born, f.runID, f.lineage, f.own):
 		mark = true
 	default:
 		if left := c.maxTTL() - f.uptime; left > 0 {
@@ -254,4 +259,51 @@ func (c *Client) adoptShard(i int, slot uint16, f nodeFacts) (mark bool) {
 		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: v.from.Sub(f.at), Err: errors.New(v.why)})
 	}
 	return mark
+}
+
+// noteBorn keeps born, the shards of node i that ran when the deployment
+// was new, as its check read them (wire.BornOf; "" leaves what was known).
+func (c *Client) noteBorn(i int, born string) {
+	if born == "" {
+		return
+	}
+	s := &c.rs.shards[i]
+	s.mu.Lock()
+	s.born = born
+	s.mu.Unlock()
+}
+
+// shardsNow lists the shards of cluster node i as they are now
+// (wire.BornOf), for the mark that finds a deployment new: a shard that
+// ran then held no lock, and it counts, for every Client, for as long as
+// it runs that process on that lineage (adoptShard). It asks the node for
+// its slots (CLUSTER SLOTS) and each master for its process, and leaves
+// out those that did not answer; "" when the slots were refused.
+func (c *Client) shardsNow(i int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), c.checkBound())
+	defer cancel()
+	c.cancelOnClose(ctx, cancel)
+	reply, err := c.pools[i].Do(ctx, "CLUSTER", "SLOTS")
+	if err != nil {
+		c.warnNode(c.pools[i].Addr(), "CLUSTER SLOTS failed: the shards of this new deployment count for other Clients only once marked or up for the maximum TTL", err)
+		return ""
+	}
+	slots := wire.FirstSlots(reply)
+	ids, lineages := make([]string, len(slots)), make([]string, len(slots))
+	var g errgroup.Group
+	for k, slot := range slots {
+		g.Go(func() error {
+			if f, err := c.shardCheck(i, slot, ""); err == nil {
+				ids[k], lineages[k] = f.runID, f.lineage
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for k := len(ids) - 1; k >= 0; k-- {
+		if ids[k] == "" { // no answer
+			ids, lineages = slices.Delete(ids, k, k+1), slices.Delete(lineages, k, k+1)
+		}
+	}
+	return wire.BornOf(ids, lineages)
 }

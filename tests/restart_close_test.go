@@ -2,13 +2,13 @@ package tests
 
 import (
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -40,7 +40,7 @@ func TestRestartSafety_aClientClosedRightAfterItsFirstLockLeavesEveryNodeMarked(
 	require.NoError(t, err)
 	runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(info)
 	require.Len(t, runID, 2)
-	require.True(t, strings.HasPrefix(marker(t, e.nodes[4]), runID[1]+" "), "node 4 was left unmarked")
+	require.Equal(t, runID[1], wire.ParseMarker(marker(t, e.nodes[4])).RunID, "node 4 was left unmarked")
 
 	// Another Client counts node 4: with the key held on nodes 0 and 1,
 	// it needs nodes 2, 3 and 4.

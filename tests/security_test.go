@@ -64,7 +64,14 @@ func documentedACL() []string {
 // ACL logs.
 func setACL(t testing.TB, nodes []*redistest.Server, cmds []string) {
 	t.Helper()
-	args := []any{"SETUSER", aclUser, "reset", "on", ">" + aclPassword}
+	setACLUser(t, nodes, aclUser, cmds)
+}
+
+// setACLUser is setACL for the user named user, whose password is
+// user+"-password" (poolUser).
+func setACLUser(t testing.TB, nodes []*redistest.Server, user string, cmds []string) {
+	t.Helper()
+	args := []any{"SETUSER", user, "reset", "on", ">" + user + "-password"}
 	for _, p := range slices.Concat(aclKeys, aclChannels) {
 		args = append(args, p)
 	}
@@ -79,6 +86,9 @@ func setACL(t testing.TB, nodes []*redistest.Server, cmds []string) {
 		require.NoError(t, err, "node %d", i)
 	}
 }
+
+// poolUser is the pool option that authenticates as user (setACLUser).
+func poolUser(user string) pool.Option { return pool.WithUser(user, user+"-password") }
 
 // aclPools returns pools that authenticate as the test user.
 func aclPools(t testing.TB, addrs []string, opts ...pool.Option) []pool.Pool {

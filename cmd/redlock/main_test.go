@@ -278,7 +278,7 @@ func TestNodes_readsEveryFormOfTheMarker(t *testing.T) {
 		require.Regexp(t, regexp.MustCompile(re), nodeLine(t, out, nodes.Addrs()[i]))
 	}
 	row(0, "yes", regexp.QuoteMeta("counted (marked: run id and lineage)"))
-	row(1, "yes", regexp.QuoteMeta("counted (marked with its run id, an older marker: its next check adds the lineage)"))
+	row(1, "yes", regexp.QuoteMeta("counted (marked: run id and lineage)"))
 	row(2, "no", `not counted for another (1h0m0s|59m5\ds): `+regexp.QuoteMeta("its data came from another process or lineage (a promoted replica, or a restart from a snapshot), first seen ")+`\d+s ago`+regexp.QuoteMeta(durableNote))
 	row(3, "no", regexp.QuoteMeta("not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet"+durableNote))
 	row(4, "no", regexp.QuoteMeta("not counted: a replica (role:slave)"))
@@ -306,7 +306,7 @@ func TestNodes_aPromotedReplicaWaitsFromTheCheckThatSawIt(t *testing.T) {
 	require.NoError(t, l.Unlock(context.Background()))
 	require.Eventually(t, func() bool { // the replica has its master's mark
 		v, err := redis.String(all.Node(3).Do("GET", wire.MarkerKey))
-		return err == nil && wire.ParseMarker(v).Marks(info(t, all.Node(2), "server")["run_id"], info(t, all.Node(2), "replication")["master_replid"])
+		return err == nil && wire.ParseMarker(v).Marks(info(t, all.Node(2), "server")["run_id"], info(t, all.Node(2), "replication")["master_replid"], true)
 	}, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, all.Node(2).Kill())
@@ -323,7 +323,7 @@ func TestNodes_aPromotedReplicaWaitsFromTheCheckThatSawIt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(context.Background()))
 	require.Eventually(t, func() bool { // the check has recorded its first sighting
-		v, err := redis.String(all.Node(3).Do("GET", wire.MarkerKey))
+		v, err := redis.String(all.Node(3).Do("GET", wire.FactKey(wire.MarkerKey, wire.FactSeen)))
 		return err == nil && wire.ParseMarker(v).Pending == "~"
 	}, 10*time.Second, 10*time.Millisecond)
 	code, out, errOut = runCmd(t, nil, "nodes", "-addrs", strings.Join(addrs, ","), "-max-ttl", "1h")
@@ -363,7 +363,8 @@ func TestNodes_verdicts(t *testing.T) {
 	}{
 		{nodeState{runID: id, role: "slave", lineage: lin, marker: id + " " + lin, hasMark: true}, true, false, "not counted: a replica (role:slave)"},
 		{node(5, id+" "+lin, false), true, true, "counted (marked: run id and lineage)"},
-		{node(5, id, true), true, true, "counted (marked with its run id, an older marker"},
+		{node(5, id, false), true, true, "counted (marked: run id and lineage)"},
+		{node(5, id, true), true, false, "no check has seen it yet" + durableNote}, // a mark without its lineage, on a promoted dataset
 		{node(5, "-", false), false, true, "counted at once: no node has a marker (a new deployment)"},
 		{node(5, "? "+id+" "+lin+" 0", true), false, true, "counted at once"},
 		{node(5, "-", false), true, false, "not counted for another 56s: no marker while other nodes have one"},
@@ -375,7 +376,8 @@ func TestNodes_verdicts(t *testing.T) {
 		{node(5, id+" "+other, false), true, false, "no check has seen it yet" + durableNote},
 		{node(5, "~ "+id+" "+other+" 1", false), true, false, "no check has seen it yet" + durableNote},
 		{node(5, "? "+id+" "+other+" 1", true), true, false, "no check has seen it yet"},
-		{node(5, "garbage", false), true, false, "no check has seen it yet" + durableNote},
+		{node(5, "garbage", false), true, false, "not counted for another 56s: no marker while other nodes have one"}, // a later form
+		{node(5, "garbage", true), true, false, "no check has seen it yet"},
 	} {
 		counted, why := c.s.verdict(c.used, time.Minute)
 		require.Equal(t, c.counted, counted, "%+v: %s", c.s, why)

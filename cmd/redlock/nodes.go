@@ -20,12 +20,13 @@ import (
 type nodeState struct {
 	addr    string
 	runID   string
-	up      int64  // uptime_in_seconds, as reported
-	role    string // INFO replication's role: master, or slave for a replica
-	lineage string // master_replid: the dataset's replication id
-	copied  bool   // master_replid2 is not all zeros: the dataset continues another
-	marker  string // the value of the marker key
-	hasMark bool   // the marker key exists
+	up      int64             // uptime_in_seconds, as reported
+	role    string            // INFO replication's role: master, or slave for a replica
+	lineage string            // master_replid: the dataset's replication id
+	copied  bool              // master_replid2 is not all zeros: the dataset continues another
+	marker  string            // the value of the marker key
+	hasMark bool              // the marker key exists
+	facts   map[string]string // the keys beside it (wire.FactKey): mark and seen
 	err     error
 }
 
@@ -64,6 +65,18 @@ func readNode(ctx context.Context, p pool.Pool) nodeState {
 		s.hasMark = true
 	case err != redis.ErrNil:
 		s.err = err
+		return s
+	}
+	s.facts = map[string]string{}
+	for _, f := range []string{wire.FactMark, wire.FactSeen} {
+		v, err := redis.String(p.Do(ctx, "GET", wire.FactKey(wire.MarkerKey, f)))
+		switch {
+		case err == nil:
+			s.facts[f] = v
+		case err != redis.ErrNil:
+			s.err = err
+			return s
+		}
 	}
 	return s
 }
@@ -86,7 +99,11 @@ func (s nodeState) replica() bool { return s.role != "master" && s.role != "prim
 // marked reports whether the marker counts the node's process and
 // lineage as they are: a mark of both, or an older marker of the run id.
 func (s nodeState) marked() bool {
-	return s.hasMark && wire.ParseMarker(s.marker).Marks(s.runID, s.lineage)
+	m := wire.ParseMarker(s.marker)
+	if side := wire.ParseMarker(s.facts["mark"]); (m.Lineage == "" || m.Lineage == wire.UnknownLineage) && side.RunID == m.RunID {
+		m.Lineage = side.Lineage
+	}
+	return s.hasMark && m.Marks(s.runID, s.lineage, !s.copied)
 }
 
 // usesDeployment reports whether the node tells a Client that the
@@ -99,10 +116,16 @@ func (s nodeState) usesDeployment() bool {
 
 // pending returns the node's "~" or "?" record of its process and
 // lineage, if the marker is one.
-func (s nodeState) pending() (wire.Marker, bool) {
-	m := wire.ParseMarker(s.marker)
-	ok := s.hasMark && m.Pending != "" && m.RunID == s.runID && m.Lineage == s.lineage
-	return m, ok
+// The earliest of the two counts: the record in the marker (as earlier
+// versions wrote it) and the one in the hash beside it.
+func (s nodeState) pending() (found wire.Marker, ok bool) {
+	for _, v := range []string{s.marker, s.facts["seen"]} {
+		m := wire.ParseMarker(v)
+		if m.Pending != "" && m.RunID == s.runID && wire.SameLineage(m.Lineage, s.lineage, !s.copied) && (!ok || m.Seen < found.Seen) {
+			found, ok = m, true
+		}
+	}
+	return found, ok
 }
 
 // durableNote is said of a node whose marker survived from another
@@ -117,8 +140,6 @@ func (s nodeState) verdict(used bool, maxTTL time.Duration) (counted bool, why s
 	switch {
 	case s.replica():
 		return false, fmt.Sprintf("not counted: a replica (role:%s)", s.role)
-	case s.marked() && s.marker == s.runID:
-		return true, "counted (marked with its run id, an older marker: its next check adds the lineage)"
 	case s.marked():
 		return true, "counted (marked: run id and lineage)"
 	case !used:
@@ -127,7 +148,8 @@ func (s nodeState) verdict(used bool, maxTTL time.Duration) (counted bool, why s
 	if m, ok := s.pending(); ok {
 		return s.sightedVerdict(m, maxTTL)
 	}
-	if !s.hasMark && !s.copied {
+	if (!s.hasMark || !wire.ParseMarker(s.marker).Valid()) && !s.copied {
+		// No marker, or one of a later form (node.lua reports it as "+").
 		// A Client counts the reported uptime less a second (Redis rounds it).
 		left := maxTTL - upFloor(s.up)
 		if left <= 0 {
@@ -136,7 +158,7 @@ func (s nodeState) verdict(used bool, maxTTL time.Duration) (counted bool, why s
 		return false, fmt.Sprintf("not counted for another %v: no marker while other nodes have one (restarted without its data, or new)", left)
 	}
 	why = "not counted for the maximum TTL after the next check: its data came from another process or lineage and no check has seen it yet"
-	if s.usesDeployment() {
+	if s.usesDeployment() && wire.ParseMarker(s.marker).Valid() {
 		why += durableNote
 	}
 	return false, why

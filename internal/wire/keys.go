@@ -63,10 +63,28 @@ func FenceTTL(ttl int64) int64 { return max(2*ttl, 1000) }
 func EpochKey(slot uint16) string { return "redlock:epoch:{" + keyslot.Tag(slot) + "}" }
 
 // MarkerKey holds restart safety's marker of the node (docs/safety.md):
-// the run id and lineage of the process it counts, or the record of a
-// dataset that came from elsewhere (Marker lists the forms, ParseMarker
-// reads them). It has no TTL.
+// the run id of the process it counts (Marker lists the forms every
+// version reads, ParseMarker reads them). FactKey names the keys beside
+// it. None has a TTL.
 const MarkerKey = "redlock:node"
+
+// The facts kept beside a marker, each in a key of its own (FactKey).
+const (
+	FactMark = "mark" // "<run id> <replication id>" of the last mark
+	FactSeen = "seen" // a sighting of a dataset that came from elsewhere (Marker)
+	FactBorn = "born" // the shards that ran when the deployment was new (BornOf)
+)
+
+// FactKey names the key that holds fact (FactMark, FactSeen, FactBorn)
+// beside marker (MarkerKey, or a ShardMarkerKey): in marker's slot, and
+// under the epochs' name, so that the ACL pattern for the epochs covers
+// it.
+func FactKey(marker, fact string) string {
+	if marker == MarkerKey {
+		return "redlock:epoch:{" + MarkerKey + "}:" + fact
+	}
+	return marker + ":" + fact
+}
 
 // ShardMarkerKey is MarkerKey's counterpart for one hash slot of a node
 // that is a Redis Cluster: the restart check of the shard that serves

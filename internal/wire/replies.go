@@ -196,17 +196,19 @@ func ParseInspect(reply any) (Inspection, error) {
 type NodeFacts struct {
 	RunID   string
 	Uptime  int64  // uptime_in_seconds as INFO says
-	Marked  string // the run id when marked; "~": another process's or lineage's marker; "": none
+	Marked  string // the run id when marked; "~": another process's or lineage's marker; "+": a marker of a later form (UnknownMarker); "": none
 	Lineage string // the dataset's replication id (master_replid)
 	Sighted int64  // -1, or the seconds since this process and lineage were first seen unmarked
 	Cluster bool   // the node runs in cluster mode: the marker read is one slot's
+	Born    string // the shards that ran when the deployment was new (BornOf); "" when none are known
+	Own     bool   // the lineage began in this process: it was never a replica since it started
 }
 
 // ParseNodeCheck reads {run id, uptime, marked, replication id, sighted,
-// cluster}.
+// cluster, born, own}.
 func ParseNodeCheck(reply any) (NodeFacts, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 6 {
+	if !ok || len(vs) != 8 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
 	id, ok1 := String(vs[0])
@@ -215,10 +217,12 @@ func ParseNodeCheck(reply any) (NodeFacts, error) {
 	lineage, ok4 := String(vs[3])
 	sighted, ok5 := vs[4].(int64)
 	cluster, ok6 := vs[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || id == "" || up < 0 || lineage == "" || sighted < -1 || cluster&^1 != 0 {
+	born, ok7 := String(vs[6])
+	own, ok8 := vs[7].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || own&^1 != 0 || id == "" || up < 0 || lineage == "" || sighted < -1 || cluster&^1 != 0 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted, Cluster: cluster == 1}, nil
+	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted, Cluster: cluster == 1, Born: born, Own: own == 1}, nil
 }
 
 // Announcement is a release's message on a key's channels: "" when the

@@ -89,7 +89,7 @@ var (
 	// FenceStore writes a fence back to a key's counter if it is larger.
 	FenceStore = pool.NewScript(2, fenceStoreSource)
 	// NodeCheck is restart safety's check: run id, uptime and marker.
-	NodeCheck = pool.NewScript(1, nodeSource)
+	NodeCheck = pool.NewScript(4, nodeSource)
 	// Inspect reads what a node holds for a key, writing nothing.
 	Inspect = pool.NewScript(4, fenceReadSource+inspectSource)
 	// ForceRelease gives a key up whatever it holds.

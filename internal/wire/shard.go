@@ -106,3 +106,33 @@ func ShardOf(runID, lineage string) string {
 	}
 	return lineage
 }
+
+// FirstSlots reads a CLUSTER SLOTS reply: the lowest slot of each master,
+// one per master, in the order of the reply. Entries it cannot read are
+// left out.
+func FirstSlots(reply any) []uint16 {
+	ranges, _ := reply.([]any)
+	first := map[string]int{}
+	var out []uint16
+	for _, r := range ranges {
+		e, _ := r.([]any)
+		if len(e) < 3 {
+			continue
+		}
+		start, ok1 := e[0].(int64)
+		m, _ := e[2].([]any)
+		if !ok1 || start < 0 || start > 16383 || len(m) < 2 {
+			continue
+		}
+		host, _ := String(m[0])
+		port, _ := m[1].(int64)
+		who := fmt.Sprintf("%s:%d", host, port)
+		if k, seen := first[who]; !seen {
+			first[who] = len(out)
+			out = append(out, uint16(start))
+		} else if uint16(start) < out[k] {
+			out[k] = uint16(start)
+		}
+	}
+	return out
+}

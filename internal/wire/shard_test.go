@@ -54,7 +54,7 @@ func TestShardOf(t *testing.T) {
 }
 
 func TestParseNodeCheck_readsTheClusterMode(t *testing.T) {
-	reply := []any{[]byte("0123abcd"), int64(100), []byte(""), []byte("feed01"), int64(-1), int64(1)}
+	reply := []any{[]byte("0123abcd"), int64(100), []byte(""), []byte("feed01"), int64(-1), int64(1), []byte(""), int64(1)}
 	f, err := ParseNodeCheck(reply)
 	require.NoError(t, err)
 	require.True(t, f.Cluster)
@@ -67,6 +67,7 @@ func TestParseNodeCheck_readsTheClusterMode(t *testing.T) {
 		_, err = ParseNodeCheck(reply)
 		require.Error(t, err, "%v", bad)
 	}
-	_, err = ParseNodeCheck(reply[:5])
+	reply[5] = int64(1)
+	_, err = ParseNodeCheck(reply[:6])
 	require.Error(t, err, "a reply of an older check")
 }
