@@ -95,6 +95,15 @@ turns:
 	REDLOCK_TURNS=$(TURNS) $(GO) test -race -count=1 -timeout 0 -run '^TestTurns$$' ./redlocktest/
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_TURNS=$(TURNS_REAL) $(GO) test -count=1 -timeout 0 -run '^TestTurns$$' ./tests/
 
+# The previous version of the library beside this one on the same nodes
+# (tests/compat_test.go): COMPAT_BASE is the earlier commit (default: the
+# one the test names), COMPAT_TIME the run (make test runs 10s).
+COMPAT_TIME ?= 60s
+COMPAT_BASE ?=
+.PHONY: compat
+compat:
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_COMPAT_TIME=$(COMPAT_TIME) REDLOCK_COMPAT_BASE=$(COMPAT_BASE) $(GO) test -count=1 -timeout 0 -v -run '^TestCompat' ./tests/
+
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by
 # kind, violations, lost updates, stale writes and error kinds. Replay a
