@@ -918,65 +918,28 @@ func (c *Client) recheck(i int) {
 // the deployment is new. It reports whether the node is to be marked.
 func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	v := &nodeView{gen: f.gen, runID: f.runID, lineage: f.lineage, subs: f.subs}
-	old := c.rs.views[i].Load()
-	// A node that came back under a new run id lost what it had since its
-	// last snapshot, unless it keeps every write (WithDurableNodes).
-	restarted := (old != nil && (old.runID != f.runID || old.lineage != f.lineage) || f.marker != "" && f.marker != f.runID && f.marker != wire.UnknownMarker) &&
-		!(c.cfg.durable && f.marker != "")
-	switch {
-	case f.marker == f.runID && !c.markedTooSoon(old, f):
-	case fresh, c.cfg.durable && f.marker != "" && f.marker != f.runID:
-		mark = true
-	default:
-		if left := c.maxTTL() - f.uptime; left > 0 {
-			v.from = f.at.Add(left)
-			v.why = fmt.Sprintf("up for %v with no marker, while other nodes have one", f.uptime)
-			switch {
-			case f.marker == f.runID:
-				v.why = fmt.Sprintf("up for %v under a new run id, marked by Clients whose maximum TTL is shorter than this Client's longest (%v)", f.uptime, c.maxTTL())
-			case f.marker == wire.UnknownMarker:
-				v.why = fmt.Sprintf("up for %v with a marker of a form this version does not know (written by a later version), while it does not know the node counted", f.uptime)
-			case f.copied:
-				v.why = fmt.Sprintf("its data came from another process or lineage (a restart from a snapshot or an append-only file under a new run id, not declared durable, or a replica promoted), first seen so %v ago", f.uptime)
-			case f.marker != "":
-				v.why = fmt.Sprintf("up for %v under a new run id (restored from a snapshot or an append-only file, not declared durable)", f.uptime)
-			}
-		} else {
-			mark = true
-		}
+	in := checked{f: f, fresh: fresh, durable: c.cfg.durable, shared: c.cfg.maxTTL, longest: c.maxTTL(), node: true}
+	if old := c.rs.views[i].Load(); old != nil {
+		in.prev.runID, in.prev.lineage, in.prev.from = old.runID, old.lineage, old.from
+	}
+	d := verdictOf(in)
+	if d.wait > 0 {
+		v.from, v.why = f.at.Add(d.wait), d.why
 	}
 	// On a new deployment a node is counted only once it is marked (mark,
 	// then count), so that a Client that checks meanwhile does not take
 	// the deployment for new when a lock may already be held on it. A
 	// node marked for another reason (it waited out the maximum TTL, or
 	// kept its data on durable nodes) counts at once.
-	v.marking = mark && fresh
+	v.marking = d.mark && fresh
 	c.rs.views[i].Store(v)
-	if restarted {
+	if d.reset {
 		c.nodeReset(i, errRunIDChanged)
 	}
 	if v.why != "" && c.observing() {
-		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: v.from.Sub(f.at), Err: errors.New(v.why)})
+		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: d.wait, Err: errors.New(v.why)})
 	}
-	return mark
-}
-
-// markedTooSoon reports whether node i's mark (f.marker is its run id)
-// must not make it count for this Client yet. Other Clients mark a
-// restarted node once it has been up for the bound they share
-// (WithRestartSafety); a lock of this Client's with a longer TTL may still
-// be one the node forgot, so their mark does not make the node count for
-// this Client before that TTL has passed too. That holds on every check
-// of the node until then: the first one after its restart (old is the
-// view of an earlier process), and any later one of the same process
-// that this Client still waits out (its connection was dialled again
-// meanwhile). On durable nodes a mark on a node up for less than the
-// shared bound is a node that kept its data (marked at once); one that
-// came back empty is marked only after the bound.
-func (c *Client) markedTooSoon(old *nodeView, f nodeFacts) bool {
-	newSince := old != nil && (old.runID != f.runID || !old.from.IsZero() && f.at.Before(old.from))
-	keptData := c.cfg.durable && f.uptime < c.cfg.maxTTL
-	return newSince && !keptData && f.uptime < c.maxTTL() && c.maxTTL() > c.cfg.maxTTL
+	return d.mark
 }
 
 // restartedSince checks the nodes of failed in round r (an extension of

@@ -237,23 +237,12 @@ func (c *Client) adoptShard(i int, slot uint16, f nodeFacts) (mark bool) {
 	}
 	v := &shardView{runID: f.runID, lineage: f.lineage, slot: slot}
 	started := f.at.Add(-f.uptime) // no earlier than the process's start (uptimeFloor)
-	switch {
-	case f.marker == f.runID:
-	case c.cfg.durable && f.marker != "",
-		!f.copied && !s.freshAt.IsZero() && !started.After(s.freshAt),
-		wire.BornHas(s.born, f.runID, f.lineage, f.own):
-		mark = true
-	default:
-		if left := c.maxTTL() - f.uptime; left > 0 {
-			v.from = f.at.Add(left)
-			v.why = fmt.Sprintf("a shard of this cluster node (slot %d) up for %v with no marker in that slot", slot, f.uptime)
-			if f.copied {
-				v.why = fmt.Sprintf("a shard of this cluster node (slot %d) whose data came from another process or lineage (a replica promoted, or a restart from a snapshot), first seen so %v ago", slot, f.uptime)
-			}
-		} else {
-			mark = true
-		}
+	d := verdictOf(checked{f: f, durable: c.cfg.durable, shared: c.cfg.maxTTL, longest: c.maxTTL(), shard: slot,
+		listed: !f.copied && !s.freshAt.IsZero() && !started.After(s.freshAt) || wire.BornHas(s.born, f.runID, f.lineage, f.own)})
+	if d.wait > 0 {
+		v.from, v.why = f.at.Add(d.wait), d.why
 	}
+	mark = d.mark
 	s.views[id] = v
 	if v.why != "" && c.observing() {
 		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: v.from.Sub(f.at), Err: errors.New(v.why)})
