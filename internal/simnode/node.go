@@ -235,12 +235,17 @@ func (n *Node) info(inc *incarnation, section string) string {
 // infoServer is the node's answer to INFO server.
 func (n *Node) infoServer(inc *incarnation) string {
 	n.mu.Lock()
-	up := n.clk.at(time.Now()).Sub(inc.started)
+	now := n.clk.at(time.Now())
 	n.mu.Unlock()
-	if up < 0 {
-		up = 0
-	}
-	return fmt.Sprintf("# Server\r\nredis_version:7.0.15\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", inc.runID, int64(up/time.Second))
+	return fmt.Sprintf("# Server\r\nredis_version:7.0.15\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", inc.runID, uptimeSeconds(inc.started, now))
+}
+
+// uptimeSeconds is uptime_in_seconds as Redis computes it: the present and
+// the start, each cut to a whole second of the clock, subtracted. It runs
+// ahead of the true uptime by up to a second (started at 9.9s, asked at
+// 10.0s: 1), which restart safety allows for (uptimeFloor).
+func uptimeSeconds(started, now time.Time) int64 {
+	return max(now.Unix()-started.Unix(), 0)
 }
 
 // runID makes the run id of a node's incarnation, the same in every

@@ -77,10 +77,17 @@ var mutants = []mutant{
 	},
 	{
 		name:   "restart-counted-at-once",
-		file:   "redlock/restart.go",
-		old:    "if left := c.maxTTL() - f.uptime; left > 0 {",
-		new:    "if left := c.maxTTL() - f.uptime; left < 0 {",
+		file:   "redlock/verdict.go",
+		old:    "if v.wait = c.longest - f.uptime; v.wait > 0 {",
+		new:    "if v.wait = c.longest - f.uptime; v.wait < 0 {",
 		breaks: "restart safety counts a node that restarted empty at once instead of after the longest TTL",
+	},
+	{
+		name:   "uptime-as-reported",
+		file:   "redlock/restart.go",
+		old:    "return max(time.Duration(up-1)*time.Second, 0)",
+		new:    "return max(time.Duration(up)*time.Second, 0)",
+		breaks: "restart safety takes uptime_in_seconds for the true uptime, which Redis's whole-second arithmetic overstates by up to a second: a node that restarted empty is counted up to a second early",
 	},
 	{
 		name:   "lineage-blind",
