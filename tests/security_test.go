@@ -37,8 +37,8 @@ var (
 	aclFencing = []string{"pttl", "zpopmin"}
 	// Restart safety (on by default): a script reads the node's run id and
 	// uptime (INFO server), its role and lineage (INFO replication) and
-	// its marker key.
-	aclRestart = []string{"info|server", "info|replication", "get", "set", "eval", "evalsha"}
+	// its marker key and the keys beside it (a mark deletes a sighting).
+	aclRestart = []string{"info|server", "info|replication", "get", "set", "del", "eval", "evalsha"}
 	// The lock keys, their queues and fence counters (named after them), the nodes' epochs,
 	// and the marker of restart safety.
 	aclKeys = []string{"~lock:*", "~redlock:epoch:*", "~redlock:node"}
