@@ -2,13 +2,17 @@ package tests
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/internal/wire"
+	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
 )
 
@@ -69,4 +73,47 @@ func TestRestartSafety_clientsWithAndWithoutInfoReplicationShareNodes(t *testing
 			require.Empty(t, exF.list(), "no node excluded")
 		})
 	}
+}
+
+// A replica promoted in its master's place (its lineage continues the
+// master's) is waited out by a Client that sees lineages, from the first
+// check that saw it. A Client without +info|replication that counted it
+// (after its own wait, from the same sighting) and marked it left that
+// sighting alone: before, its mark deleted it, and the other Client's next
+// check took the node for newly seen and waited the maximum TTL again.
+func TestRestartSafety_aMarkWithoutTheLineageLeavesTheSightingOfAPromotedReplica(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 2, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	master, replica := c.Node(0), c.Node(1)
+	_, err := replica.Do("REPLICAOF", "127.0.0.1", master.Port())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		v, _ := redis.String(replica.Do("INFO", "replication"))
+		return strings.Contains(v, "master_link_status:up")
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = replica.Do("REPLICAOF", "NO", "ONE")
+	require.NoError(t, err)
+	nodes := []*redistest.Server{replica}
+	setACL(t, nodes, slices.DeleteFunc(documentedACL(), func(c string) bool { return c == "info|replication" }))
+	setACLUser(t, nodes, "full", documentedACL())
+	blind := aclPools(t, []string{replica.Addr()})[0]
+	full := newPools(t, []string{replica.Addr()}, poolUser("full"))[0]
+	check := func(p pool.Pool, mark string) wire.NodeFacts {
+		t.Helper()
+		reply, err := p.Eval(ctxT(t, quickly), wire.NodeCheck, wire.NodeCheckArgs(mark, "")...)
+		require.NoError(t, err)
+		f, err := wire.ParseNodeCheck(reply)
+		require.NoError(t, err)
+		return f
+	}
+	first := check(full, "")
+	require.Equal(t, int64(0), first.Sighted, "first seen now: the dataset continues the master's")
+	require.False(t, first.Own)
+	time.Sleep(1100 * time.Millisecond)
+	b := check(blind, "")
+	require.Positive(t, b.Sighted, "the Client without the lineage waits from the same sighting")
+	check(blind, wire.MarkerOf(b.RunID, b.Lineage)) // it waited out its bound, and marks
+	time.Sleep(1100 * time.Millisecond)
+	again := check(full, "")
+	require.GreaterOrEqual(t, again.Sighted, int64(2), "the sighting stands: the wait is not started over")
 }

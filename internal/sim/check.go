@@ -164,6 +164,51 @@ func (w *world) check() {
 		w.checkFences(ops)
 	}
 	w.checkLeaders(answers, durableFences)
+	w.checkFenceSteps(ops)
+	w.falseExclusions = w.checkAvailability()
+}
+
+// checkFenceSteps checks, per key, that the fence only grows from one
+// holder to the next (in the order the acquisitions returned) while no
+// node lost data between the first's call and the second's return: the
+// earlier write-back's quorum then still meets every later quorum
+// (docs/fencing.md). Unlike checkFences, it does not need the whole run
+// to have lost fewer than a quorum of counters, which few runs with
+// restarts do.
+func (w *world) checkFenceSteps(ops []fencedOp) {
+	w.mu.Lock()
+	var losses []time.Duration
+	for _, l := range w.losses {
+		losses = append(losses, l...)
+	}
+	w.mu.Unlock()
+	lostBetween := func(a, b time.Duration) bool {
+		for _, t := range losses {
+			if a <= t && t <= b {
+				return true
+			}
+		}
+		return false
+	}
+	byKey := map[string][]fencedOp{}
+	for _, o := range ops {
+		byKey[o.key] = append(byKey[o.key], o)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		os := byKey[k]
+		sort.SliceStable(os, func(a, b int) bool { return os[a].ret < os[b].ret })
+		for j := 1; j < len(os); j++ {
+			a, b := os[j-1], os[j]
+			if b.fence <= a.fence && !lostBetween(a.call, b.ret) {
+				w.violateAt(b.ret, "fence of %s went from %d (returned at %v) to %d (returned at %v) with no node losing data between", k, a.fence, a.ret, b.fence, b.ret)
+			}
+		}
+	}
 }
 
 // checkFences checks, per key, that fences rise in an order consistent

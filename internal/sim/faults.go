@@ -167,6 +167,7 @@ func (w *world) inject() func() {
 			for k := 1; k < len(w.nodes)/2+1; k++ {
 				j := (i + k) % len(w.nodes)
 				w.nodes[j].Restart(simnode.Empty)
+				w.newProcess(j)
 				w.lostData(j)
 			}
 		}
@@ -294,6 +295,7 @@ func (w *world) failover(i int, replica *simnode.Replica, longest, dur time.Dura
 // restart safety may exclude it.
 func (w *world) promoteNode(i int, replica *simnode.Replica) {
 	w.nodes[i].Promote(replica)
+	w.newProcess(i)
 	w.lostData(i)
 	w.mu.Lock()
 	longest := max(w.longestTTL, w.set.maxTTL)
@@ -320,6 +322,7 @@ func (w *world) restartInModel(data simnode.Data) bool {
 // safety may exclude it.
 func (w *world) startNode(i int, data simnode.Data) {
 	w.nodes[i].Start(data)
+	w.newProcess(i)
 	if data != simnode.Kept {
 		w.lostData(i)
 	}
@@ -333,6 +336,15 @@ func (w *world) startNode(i int, data simnode.Data) {
 func (w *world) lostData(i int) {
 	w.mu.Lock()
 	w.dataLost[i] = true
+	w.losses[i] = append(w.losses[i], w.now())
+	w.mu.Unlock()
+}
+
+// newProcess notes that node i runs a new process from now on (a start, a
+// restart, a promoted replica).
+func (w *world) newProcess(i int) {
+	w.mu.Lock()
+	w.started[i] = append(w.started[i], w.now())
 	w.mu.Unlock()
 }
 

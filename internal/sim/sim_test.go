@@ -42,6 +42,7 @@ var summary struct {
 	seeds, acquisitions, faults int
 	virtual                     time.Duration
 	violations                  int
+	falseExclusions             int
 	faultKinds                  map[string]int
 }
 
@@ -68,8 +69,8 @@ func TestMain(m *testing.M) {
 		perMin := func(n int) float64 { return float64(n) / cpu * 60 }
 		fmt.Printf("sim: %.0f acquisitions and %.0f faults per CPU-minute\n", perMin(summary.acquisitions), perMin(summary.faults))
 		fmt.Printf("sim: faults by kind: %s\n", byKind(summary.faultKinds))
-		fmt.Printf("sim: seeds=%d acquisitions=%d faults=%d virtual=%v cpu=%.1f violations=%d\n",
-			summary.seeds, summary.acquisitions, summary.faults, summary.virtual.Round(time.Second), cpu, summary.violations)
+		fmt.Printf("sim: seeds=%d acquisitions=%d faults=%d virtual=%v cpu=%.1f violations=%d false_exclusions=%d\n",
+			summary.seeds, summary.acquisitions, summary.faults, summary.virtual.Round(time.Second), cpu, summary.violations, summary.falseExclusions)
 		if summary.violations > 0 && code == 0 {
 			code = 1
 		}
@@ -174,6 +175,7 @@ func runSeed(t *testing.T, seed int64, opt sim.Options) sim.Result {
 	summary.virtual += res.Virtual
 	if !opt.OutOfModel {
 		summary.violations += len(res.Violations)
+		summary.falseExclusions += res.FalseExclusions
 	}
 	summary.Unlock()
 	return res

@@ -61,16 +61,30 @@ type Result struct {
 	At           time.Duration  // when the earliest violation happened, as far as its checker knows; -1: not known
 	Kinds        map[string]int // operations by kind
 	FaultKinds   map[string]int // faults by kind
+	// FalseExclusions counts the exclusions of nodes that lost nothing (or
+	// for longer than what they lost requires): each is a violation too.
+	FalseExclusions int
 }
 
 // setup is what a seed draws for the deployment.
 type setup struct {
 	nodes, clients, workers int
-	maxTTL                  time.Duration // WithRestartSafety; 0: off
-	durable                 bool
+	maxTTL                  time.Duration // the longest WithRestartSafety of the Clients; 0: off
+	durable                 bool          // the nodes keep every write (restart-saved is out of model)
 	nodeTimeout             time.Duration
 	clientRates             []float64
 	longKeys                bool // client 0 uses TTLs past maxTTL on keys of its own
+	// The Clients differ, as in a deployment mid-upgrade (docs/operations.md,
+	// "What restart safety excludes"): each has its own WithRestartSafety
+	// (maxTTL or half of it, never below every TTL the workers use), says
+	// WithDurableNodes or not (on durable nodes), and may be refused INFO
+	// replication by the nodes' ACL (blind).
+	clientMaxTTL  []time.Duration
+	clientDurable []bool
+	clientBlind   []bool
+	// legacy: a Client of the previous version checks and marks the nodes
+	// beside them, with the previous marker form (node_previous.lua).
+	legacy bool
 }
 
 func (s setup) String() string {
@@ -78,8 +92,18 @@ func (s setup) String() string {
 	for i, r := range s.clientRates {
 		rates[i] = fmt.Sprintf("%.4f", r)
 	}
-	return fmt.Sprintf("nodes=%d clients=%d workers=%d restart-safety=%v durable=%v node-timeout=%v client-rates=[%s] long-keys=%v",
-		s.nodes, s.clients, s.workers, s.maxTTL, s.durable, s.nodeTimeout, strings.Join(rates, " "), s.longKeys)
+	clients := make([]string, s.clients)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("%v", s.clientMaxTTL[i])
+		if s.clientDurable[i] {
+			clients[i] += "+durable"
+		}
+		if s.clientBlind[i] {
+			clients[i] += "+blind"
+		}
+	}
+	return fmt.Sprintf("nodes=%d clients=%d workers=%d restart-safety=%v durable=%v node-timeout=%v client-rates=[%s] long-keys=%v clients=[%s] legacy=%v",
+		s.nodes, s.clients, s.workers, s.maxTTL, s.durable, s.nodeTimeout, strings.Join(rates, " "), s.longKeys, strings.Join(clients, " "), s.legacy)
 }
 
 // world is one run's state.
@@ -97,23 +121,27 @@ type world struct {
 	trace   *trace
 	store   *store
 
-	mu            sync.Mutex
-	acquired      int
-	kinds         map[string]int
-	faults        int
-	faultKinds    map[string]int // faults by kind
-	violations    []string
-	leaders       []leaderAnswer
-	leaderHolds   map[string]*leaderHold // by token
-	fenceRefusals []string
-	observeBack   []string // Observe delivering a term not above the last
-	fencedOps     []fencedOp
-	longestTTL    time.Duration     // the longest TTL any call used
-	dataLost      map[int]bool      // nodes that lost data at some point
-	faultyUntil   []time.Time       // per node: counts as faulty until then
-	healthyFrom   []time.Time       // per node: healthy from then on (faulty, then reconnecting)
-	unstalledFrom map[int]time.Time // per client: its replies on time from then on
-	violationAt   time.Duration     // the earliest violation's time, -1 when none is known
+	mu              sync.Mutex
+	acquired        int
+	kinds           map[string]int
+	faults          int
+	faultKinds      map[string]int // faults by kind
+	violations      []string
+	leaders         []leaderAnswer
+	leaderHolds     map[string]*leaderHold // by token
+	fenceRefusals   []string
+	observeBack     []string // Observe delivering a term not above the last
+	fencedOps       []fencedOp
+	exclusions      []exclusion       // restart safety's, as the Clients reported them
+	started         [][]time.Duration // per node: when each process after the first started
+	losses          [][]time.Duration // per node: when it lost data
+	longestTTL      time.Duration     // the longest TTL any call used
+	dataLost        map[int]bool      // nodes that lost data at some point
+	faultyUntil     []time.Time       // per node: counts as faulty until then
+	healthyFrom     []time.Time       // per node: healthy from then on (faulty, then reconnecting)
+	unstalledFrom   map[int]time.Time // per client: its replies on time from then on
+	violationAt     time.Duration     // the earliest violation's time, -1 when none is known
+	falseExclusions int               // checkAvailability's count
 }
 
 type simClient struct {
@@ -172,6 +200,16 @@ func draw(rng *rand.Rand, opt Options) setup {
 		s.maxTTL = 0
 	}
 	s.longKeys = s.maxTTL > 0 && rng.Intn(2) == 0
+	for range s.clients {
+		ttl := s.maxTTL
+		if ttl >= 2*time.Second && rng.Intn(2) == 0 {
+			ttl /= 2 // still above every TTL the workers use (1s)
+		}
+		s.clientMaxTTL = append(s.clientMaxTTL, ttl)
+		s.clientDurable = append(s.clientDurable, s.durable && rng.Intn(2) == 0)
+		s.clientBlind = append(s.clientBlind, s.maxTTL > 0 && rng.Intn(3) == 0)
+	}
+	s.legacy = s.maxTTL > 0 && rng.Intn(2) == 0
 	return s
 }
 
@@ -198,7 +236,8 @@ func Run(opt Options) Result {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	res := Result{Seed: opt.Seed, Setup: w.set.String(), Acquisitions: w.acquired, Faults: w.faults,
-		Virtual: w.now(), Violations: w.violations, Trace: w.trace.last(opt.TraceLines), Kinds: w.kinds, FaultKinds: w.faultKinds, At: -1}
+		Virtual: w.now(), Violations: w.violations, Trace: w.trace.last(opt.TraceLines), Kinds: w.kinds, FaultKinds: w.faultKinds, At: -1,
+		FalseExclusions: w.falseExclusions}
 	if len(w.violations) > 0 && w.violationAt >= 0 {
 		res.At = w.violationAt
 		res.Around = w.trace.between(w.violationAt-time.Second, w.violationAt+time.Second/2)
@@ -207,6 +246,7 @@ func Run(opt Options) Result {
 }
 
 func (w *world) build() {
+	w.started, w.losses = make([][]time.Duration, w.set.nodes), make([][]time.Duration, w.set.nodes)
 	w.faultyUntil = make([]time.Time, w.set.nodes)
 	w.healthyFrom = make([]time.Time, w.set.nodes)
 	w.unstalledFrom = map[int]time.Time{}
@@ -225,9 +265,15 @@ func (w *world) build() {
 			sc.pools = append(sc.pools, p)
 			ps[i] = p
 		}
-		opts := []redlock.Option{redlock.WithNodeTimeout(w.set.nodeTimeout), redlock.WithClock(sc.clk), redlock.WithRestartSafety(w.set.maxTTL)}
-		if w.set.durable {
+		opts := []redlock.Option{redlock.WithNodeTimeout(w.set.nodeTimeout), redlock.WithClock(sc.clk),
+			redlock.WithRestartSafety(w.set.clientMaxTTL[ci]), redlock.WithObserver(&exclusionLog{w: w, ci: ci})}
+		if w.set.clientDurable[ci] {
 			opts = append(opts, redlock.WithDurableNodes())
+		}
+		if w.set.clientBlind[ci] {
+			for _, n := range w.nodes {
+				n.Deny(name, "info|replication")
+			}
 		}
 		c, err := redlock.New(ps, opts...)
 		if err != nil {
@@ -253,6 +299,10 @@ func (w *world) run() {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); w.schedule(ctx) }()
+	if w.set.legacy {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.legacyChecks(ctx) }()
+	}
 	// One Client observes the election (each observer asks every node
 	// at every new leader: more would cost more than they check).
 	wg.Add(1)

@@ -55,6 +55,7 @@ func (n *Node) openLocked(inc *incarnation, client string) net.Conn {
 // When the link ends, so do the connection's subscriptions.
 func (l *link) serve(e *engine, c *nodeEnd) {
 	cn := e.newConn(bufio.NewWriterSize(c, 16<<10))
+	cn.client = l.client
 	r := bufio.NewReaderSize(flusher{c, cn}, 16<<10)
 	defer func() {
 		e.closeConn(cn)

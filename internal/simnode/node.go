@@ -90,12 +90,12 @@ type Node struct {
 	replid  string       // the replication id of the last incarnation
 	kept    snapshot     // what a killed node held
 	saved   snapshot     // the last Save
-	savedID string       // the replication id it was saved under
 	clk     NodeClock
 	paused  bool
 	delay   time.Duration            // added to every reply
 	stalls  map[string]time.Duration // client → added to its replies
 	cuts    map[string]bool          // client → replies only (false: both ways)
+	denies  map[string]bool          // client + " " + command: refused (Deny)
 	links   []*link                  // open connections, oldest first
 	changed chan struct{}            // closed and replaced when a fault changes
 	stats   Stats
@@ -120,7 +120,7 @@ type incarnation struct {
 // New returns a running, empty node named addr ("host:port": the address
 // its pools carry in errors).
 func New(addr string) *Node {
-	n := &Node{addr: addr, cuts: map[string]bool{}, changed: make(chan struct{}), clk: NodeClock{rate: 1}}
+	n := &Node{addr: addr, cuts: map[string]bool{}, denies: map[string]bool{}, changed: make(chan struct{}), clk: NodeClock{rate: 1}}
 	n.start(Empty)
 	return n
 }
@@ -182,18 +182,19 @@ func (n *Node) notifyLocked() {
 // start begins a new incarnation holding data. Called without n.mu.
 func (n *Node) start(d Data) {
 	n.mu.Lock()
-	// As Redis does, a process that loaded a dataset keeps the
-	// replication id it was saved under as its second.
+	// As Redis 7.0 and Valkey 8 do, a master that loaded a dataset from
+	// its files takes a new replication id and no second one (checked on
+	// both: master_replid2 is all zeros after a restart from an RDB file
+	// or an append-only file). Only a promoted replica's second is set.
 	var load snapshot
-	replid2 := ""
 	switch d {
 	case Kept:
-		load, replid2 = n.kept, n.replid
+		load = n.kept
 	case Saved:
-		load, replid2 = n.saved, n.savedID
+		load = n.saved
 	}
 	n.mu.Unlock()
-	n.begin(load, replid2, 0)
+	n.begin(load, "", 0)
 }
 
 // begin starts a new incarnation holding load, whose master_replid2 is
@@ -213,6 +214,7 @@ func (n *Node) begin(load snapshot, replid2 string, up time.Duration) {
 	n.mu.Unlock()
 
 	inc.e = newEngine(func(section string) string { return n.info(inc, section) }, n.now, load.restore(now))
+	inc.e.denied = n.denied
 
 	n.mu.Lock()
 	n.inc = inc
@@ -349,7 +351,7 @@ func (n *Node) Save() {
 	}
 	s := inc.e.take(now)
 	n.mu.Lock()
-	n.saved, n.savedID = s, inc.replid
+	n.saved = s
 	n.mu.Unlock()
 }
 
@@ -401,6 +403,20 @@ func (n *Node) SetClientDelay(client string, d time.Duration) {
 // bytes). New dials from client hang.
 func (n *Node) Cut(client string, repliesOnly bool) {
 	n.set(func() { n.cuts[client] = repliesOnly })
+}
+
+// Deny makes the node refuse cmd to client from now on, as an ACL that
+// lacks it does, with a NOPERM error; only "info|<section>" is checked
+// (a user without +info|replication).
+func (n *Node) Deny(client, cmd string) {
+	n.set(func() { n.denies[client+" "+cmd] = true })
+}
+
+// denied reports whether cmd is refused to client (Deny).
+func (n *Node) denied(client, cmd string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.denies[client+" "+cmd]
 }
 
 // Heal ends the cuts of client ("" heals every client).

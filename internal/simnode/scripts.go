@@ -29,7 +29,10 @@ import (
 // inspection use (commands), each answering as Redis does; one database.
 type engine struct {
 	info func(section string) string // an INFO section, lower-case
-	now  func() time.Time            // the node's time
+	// denied reports whether client may not run cmd ("info|replication"),
+	// as an ACL refuses it (Node.Deny); nil: every command is allowed.
+	denied func(client, cmd string) bool
+	now    func() time.Time // the node's time
 
 	mu sync.Mutex // one command at a time; everything below is under it
 	st *store
@@ -43,6 +46,7 @@ type engine struct {
 	sources map[string]string // sha → source: the script cache
 	subs    map[string]map[*conn]bool
 	conns   int64 // connections so far, for CLIENT ID
+	caller  *conn // the connection whose script runs now
 	spinAt  time.Time
 	spinN   int
 	spinLog []string
@@ -50,13 +54,14 @@ type engine struct {
 
 // conn is one connection's state on the node.
 type conn struct {
-	id    int64
-	name  string
-	subs  map[string]bool
-	multi [][]string // queued commands while in MULTI
-	in    bool       // in MULTI
-	dirty bool       // a command queued in MULTI was refused
-	quit  bool
+	id     int64
+	client string // the client that dialled it (Node.Dial)
+	name   string
+	subs   map[string]bool
+	multi  [][]string // queued commands while in MULTI
+	in     bool       // in MULTI
+	dirty  bool       // a command queued in MULTI was refused
+	quit   bool
 
 	wmu sync.Mutex // w: replies, and messages from other connections' PUBLISH
 	w   *bufio.Writer
@@ -97,6 +102,15 @@ func (e *engine) newConn(w *bufio.Writer) *conn {
 	defer e.mu.Unlock()
 	e.conns++
 	return &conn{id: e.conns, w: w}
+}
+
+// callerOf is the connection a command runs for: c, or, for a script's
+// redis.call (c nil), the connection that runs the script.
+func (e *engine) callerOf(c *conn) *conn {
+	if c == nil {
+		return e.caller
+	}
+	return c
 }
 
 // closeConn ends a connection's subscriptions.
@@ -155,6 +169,9 @@ func (e *engine) do(c *conn, args []string) any {
 	}
 	switch name {
 	case "EVAL", "EVALSHA":
+		// The script's redis.call runs as c: its permissions are c's.
+		defer func(prev *conn) { e.caller = prev }(e.caller)
+		e.caller = c
 		return e.eval(name, args[1:])
 	case "SCRIPT":
 		return e.script(args[1:])
@@ -212,6 +229,9 @@ func (e *engine) do(c *conn, args []string) any {
 		nanos := e.st.now.UnixNano()
 		return []any{strconv.FormatInt(nanos/1e9, 10), strconv.FormatInt(nanos/1e3%1e6, 10)}
 	case "INFO":
+		if who := e.callerOf(c); len(args) > 1 && who != nil && e.denied != nil && e.denied(who.client, "info|"+strings.ToLower(args[1])) {
+			return errorReply("NOPERM User " + who.client + " has no permissions to run the 'info|" + strings.ToLower(args[1]) + "' command")
+		}
 		if len(args) == 1 || strings.EqualFold(args[1], "all") || strings.EqualFold(args[1], "default") {
 			return e.info("server") + "\r\n" + e.info("replication")
 		}

@@ -71,6 +71,11 @@ local function lineageIs(l)
 	return l == replid or replid == "0" or ((l == nil or l == "0") and own)
 end
 
+local function sighting(f)
+	return (f[1] == "~" or f[1] == "?") and string.find(f[2] or "", "^%x+$") ~= nil
+		and string.find(f[3] or "", "^%x+$") ~= nil and string.find(f[4] or "", "^%d+$") ~= nil
+end
+
 local v = redis.call("GET", marker)
 local mf = fields(v)
 local sf = fields(redis.call("GET", markKey))
@@ -81,6 +86,9 @@ end
 local marked = mf[1] == id and lineageIs(lineage)
 if marked or mark == self then
 	if v ~= id then
+		if sighting(mf) and not redis.call("GET", seenKey) then
+			redis.call("SET", seenKey, v) -- an earlier version's sighting, kept for the Clients it still holds back
+		end
 		redis.call("SET", marker, id)
 	end
 	if replid ~= "0" or sf[1] ~= id then
@@ -89,7 +97,11 @@ if marked or mark == self then
 	if not marked and born ~= "" then
 		redis.call("SET", bornKey, born)
 	end
-	redis.call("DEL", seenKey)
+	if replid ~= "0" then
+		-- Counted by a Client that sees the lineage: the sighting is
+		-- over. One that does not see it leaves it to those that do.
+		redis.call("DEL", seenKey)
+	end
 	return {id, up, id, replid, -1, cluster, redis.call("GET", bornKey) or "", owned}
 end
 born = redis.call("GET", bornKey) or ""
@@ -97,10 +109,6 @@ born = redis.call("GET", bornKey) or ""
 -- A sighting of this process and lineage: in the hash, or a record in
 -- the marker ("~ <run id> <replication id> <uptime>", as earlier versions
 -- wrote it). The earliest counts.
-local function sighting(f)
-	return (f[1] == "~" or f[1] == "?") and string.find(f[2] or "", "^%x+$") ~= nil
-		and string.find(f[3] or "", "^%x+$") ~= nil and string.find(f[4] or "", "^%d+$") ~= nil
-end
 local kind, seen
 for _, f in ipairs({mf, fields(redis.call("GET", seenKey))}) do
 	if sighting(f) and f[2] == id and lineageIs(f[3]) and (seen == nil or tonumber(f[4]) < seen) then
