@@ -172,6 +172,50 @@ var mutants = []mutant{
 		breaks: "the leader record written with a wrong term (as before the fence was minted): Leader names a term no one held",
 	},
 	{
+		name: "fence-floor-ignored",
+		file: "internal/wire/fence_read.lua",
+		old:  `local f = redis.call("GET", epochKey .. ":fence") or "0"`,
+		new:  `local f = "0"`,
+		also: []string{
+			"internal/wire/fence_store.lua",
+			`local raw = redis.call("GET", counter) or redis.call("GET", floor) or "0"`,
+			`local raw = redis.call("GET", counter) or "0"`,
+		},
+		breaks: "a key's fence read from its counter alone, not its slot's floor: once the counter expired (twice the TTL after the key's last fenced lock), the next holder's fence starts over below the last",
+	},
+	{
+		name:   "fresh-deployment-waited-out",
+		file:   "redlock/verdict.go",
+		old:    "case c.fresh, c.listed, keptMarker && f.marker != f.runID:",
+		new:    "case c.listed, keptMarker && f.marker != f.runID:",
+		breaks: "a new deployment's nodes are waited out for the maximum TTL, as restarted ones: an exclusion of nodes that lost nothing",
+	},
+	{
+		name:   "lineage-strict",
+		file:   "internal/wire/node.lua",
+		old:    `return l == replid or replid == "0" or ((l == nil or l == "0") and own)`,
+		new:    `return l == replid`,
+		breaks: "a mark or sighting whose lineage one side could not read (a Client without INFO replication) is taken for another lineage's: Clients with different rights exclude the nodes each other marked",
+	},
+	// Tried: every check of a node whose data came from elsewhere
+	// records a new sighting (its wait starts over at each check). Seed 3
+	// then hung (waiters retried against nodes no Client counted, with
+	// no virtual time passing): caught, but as a hang, not a violation.
+	{
+		name:   "wait-doubled",
+		file:   "redlock/verdict.go",
+		old:    "if v.wait = c.longest - f.uptime; v.wait > 0 {",
+		new:    "if v.wait = 2*c.longest - f.uptime; v.wait > 0 {",
+		breaks: "restart safety waits twice the maximum TTL: a node that lost its data is kept out long after every lock it forgot ran out",
+	},
+	{
+		name:   "blind-mark-ends-sighting",
+		file:   "internal/wire/node.lua",
+		old:    "\tif replid ~= \"0\" then\n\t\t-- Counted by a Client that sees the lineage: the sighting is\n\t\t-- over. One that does not see it leaves it to those that do.\n\t\tredis.call(\"DEL\", seenKey)\n\tend\n",
+		new:    "\tredis.call(\"DEL\", seenKey)\n",
+		breaks: "a Client without INFO replication that marks a promoted replica deletes the sighting that Clients that see the lineage wait from: they begin their wait again",
+	},
+	{
 		name:   "restore-as-mutex",
 		file:   "redlock/handle.go",
 		old:    "l := &Lock{c: c, key: key, token: h.Token, kind: k}",

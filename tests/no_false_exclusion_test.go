@@ -117,3 +117,90 @@ func TestRestartSafety_aMarkWithoutTheLineageLeavesTheSightingOfAPromotedReplica
 	again := check(full, "")
 	require.GreaterOrEqual(t, again.Sighted, int64(2), "the sighting stands: the wait is not started over")
 }
+
+// Clients whose WithRestartSafety differ (10s, 1m, 5m) and one that
+// declares the nodes durable share five durable nodes: each locks free
+// keys at once, turn by turn, and again right after CLIENT KILL closed
+// every connection of every Client on every node (each Client checks its
+// new connections: the same processes, counted at once). The time from
+// the kill to each Client's first lock is logged: docs/operations.md,
+// "What restart safety excludes".
+func TestRestartSafety_clientsWithOtherSettingsAndKilledConnectionsExcludeNothing(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 5, redistest.Options{Durable: true})
+	if c == nil {
+		return
+	}
+	settings := [][]redlock.Option{
+		{redlock.WithRestartSafety(10 * time.Second)},
+		{redlock.WithRestartSafety(time.Minute)},
+		{redlock.WithRestartSafety(5 * time.Minute)},
+		{redlock.WithRestartSafety(time.Minute), redlock.WithDurableNodes()},
+	}
+	var clients []*redlock.Client
+	var logs []*excludedNodes
+	for _, s := range settings {
+		ex := &excludedNodes{}
+		clients, logs = append(clients, newClient(t, newPools(t, c.Addrs()), append(s, redlock.WithObserver(ex))...)), append(logs, ex)
+	}
+	lockOnce := func(k int) time.Duration {
+		t.Helper()
+		began := time.Now()
+		for {
+			l, err := clients[k].TryLock(ctxT(t, quickly), newKey(t), longTTL)
+			if err == nil {
+				require.NoError(t, l.Unlock(ctxT(t, quickly)))
+				return time.Since(began)
+			}
+			require.NotContains(t, err.Error(), "node restarted", "client %d", k)
+			require.Less(t, time.Since(began), 5*time.Second, "client %d: %v", k, err)
+		}
+	}
+	for turn := range 2 * len(clients) {
+		lockOnce(turn % len(clients))
+	}
+	for i, s := range c.Nodes() {
+		_, err := s.Do("CLIENT", "KILL", "TYPE", "normal")
+		require.NoError(t, err, "node %d", i)
+	}
+	for k := range clients {
+		t.Logf("client %d: a free key locked %v after every connection was killed", k, lockOnce(k).Round(time.Microsecond))
+	}
+	for k, ex := range logs {
+		require.Empty(t, ex.list(), "client %d excluded no node", k)
+	}
+}
+
+// A marker of a form this version does not know (a later version's) says
+// the deployment is in use, and is neither read as another process's nor
+// overwritten while the node is waited out: a young node is counted once
+// it has been up for the maximum TTL, as one without a marker, and then
+// marked in the form every version reads.
+func TestRestartSafety_aMarkerOfALaterFormIsNotAnotherProcesssMarker(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 3)
+	if c == nil {
+		return
+	}
+	for i, s := range c.Nodes() {
+		_, err := s.Do("SET", wire.MarkerKey, "v9 a-form-of-a-later-version")
+		require.NoError(t, err, "node %d", i)
+	}
+	const maxTTL = 2 * time.Second
+	cl := newClient(t, newPools(t, c.Addrs()), redlock.WithRestartSafety(maxTTL))
+	_, err := cl.TryLock(ctxT(t, quickly), newKey(t), time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "young nodes of a used deployment are waited out")
+	require.ErrorContains(t, err, "with a marker of a form this version does not know")
+	require.NotContains(t, err.Error(), "another process")
+	var l *redlock.Lock
+	require.Eventually(t, func() bool {
+		l, err = cl.TryLock(ctxT(t, quickly), newKey(t), time.Second)
+		return err == nil
+	}, 3*maxTTL, 50*time.Millisecond, "counted once up for the maximum TTL: %v", err)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	for i, s := range c.Nodes() {
+		v, err := redis.String(s.Do("GET", wire.MarkerKey))
+		require.NoError(t, err)
+		require.True(t, wire.ParseMarker(v).Valid() && wire.ParseMarker(v).Lineage == "", "node %d marked with its run id: %q", i, v)
+	}
+}
