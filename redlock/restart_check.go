@@ -30,6 +30,7 @@ type nodeFacts struct {
 	cluster bool          // the node runs in cluster mode: the marker is one slot's (shards.go)
 	born    string        // the shards that ran when the deployment was new (wire.BornOf)
 	own     bool          // the lineage began in this process
+	kept    bool          // the mark says the node kept its data (wire.MarkKept)
 	marker  string        // the run id when marked; "~": another process's or lineage's marker; "+": a marker of a later form; "": none
 	gen     uint64
 	subs    uint64    // restarts.subs when the check began
@@ -63,7 +64,7 @@ func (c *Client) checkBound() time.Duration { return max(c.cfg.nodeTimeout, chec
 // one, the check's (a fresh pool's first command); otherwise its gen is
 // 0. A check that failed without the node's answer (a broken connection)
 // asks once more.
-func (c *Client) checkNode(ctx context.Context, i int, mark, born string, bound time.Duration) (nodeFacts, error) {
+func (c *Client) checkNode(ctx context.Context, i int, mark, born, how string, bound time.Duration) (nodeFacts, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	c.cancelOnClose(ctx, cancel)
@@ -78,7 +79,7 @@ func (c *Client) checkNode(ctx context.Context, i int, mark, born string, bound 
 		}
 		subs := c.rs.subs.Load()
 		var reply any
-		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark, born)...)
+		reply, err = c.pools[i].Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs(mark, born, how)...)
 		if err != nil {
 			if !replied(err) {
 				c.suspect(i)
@@ -187,7 +188,7 @@ func parseFacts(reply any) (nodeFacts, error) {
 	if err != nil {
 		return nodeFacts{}, err
 	}
-	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage, cluster: w.Cluster, born: w.Born, own: w.Own}
+	f := nodeFacts{runID: w.RunID, uptime: uptimeFloor(w.Uptime), marker: w.Marked, lineage: w.Lineage, cluster: w.Cluster, born: w.Born, own: w.Own, kept: w.Kept}
 	if w.Sighted >= 0 {
 		// A dataset that came from elsewhere (a promoted replica, a
 		// restart from a snapshot): what it missed is counted from when
@@ -219,9 +220,11 @@ func (c *Client) recheck(i int) {
 		return
 	}
 	if !c.bg.goTracked(func() {
-		f, err := c.checkNode(context.Background(), i, "", "", c.checkBound())
-		if err == nil && c.adopt(i, f, false) {
-			c.mark(i, f.runID, f.lineage, "")
+		f, err := c.checkNode(context.Background(), i, "", "", "", c.checkBound())
+		if err == nil {
+			if mark, how := c.adopt(i, f, false); mark {
+				c.mark(i, f.runID, f.lineage, "", how)
+			}
 		}
 		// Done before the poke: a waiter it wakes that still needs a check
 		// (a hand-off heard on a pub/sub connection opened after this check
@@ -238,7 +241,7 @@ func (c *Client) recheck(i int) {
 
 // adopt turns node i's check into the Client's view of it; fresh says
 // the deployment is new. It reports whether the node is to be marked.
-func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
+func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool, how string) {
 	v := &nodeView{gen: f.gen, runID: f.runID, lineage: f.lineage, subs: f.subs}
 	in := checked{f: f, fresh: fresh, durable: c.cfg.durable, shared: c.cfg.maxTTL, longest: c.maxTTL(), node: true}
 	if old := c.rs.views[i].Load(); old != nil {
@@ -261,7 +264,7 @@ func (c *Client) adopt(i int, f nodeFacts, fresh bool) (mark bool) {
 	if v.why != "" && c.observing() {
 		c.emit(Event{Kind: EventNodeExcluded, Node: c.pools[i].Addr(), Duration: d.wait, Err: errors.New(v.why)})
 	}
-	return d.mark
+	return d.mark, d.how
 }
 
 // restartedSince checks the nodes of failed in round r (an extension of
@@ -284,7 +287,7 @@ func (c *Client) restartedSince(ctx context.Context, r *round) bool {
 			continue
 		}
 		g.Go(func() error {
-			f, err := c.checkNode(ctx, i, "", "", c.cfg.nodeTimeout)
+			f, err := c.checkNode(ctx, i, "", "", "", c.cfg.nodeTimeout)
 			if err != nil || f.runID == old.runID {
 				return nil
 			}

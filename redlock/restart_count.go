@@ -99,7 +99,7 @@ func (c *Client) countView(i int, v *nodeView) (wait bool, err error) {
 	// The wait is over: mark the node, so that other clients count it at
 	// once too.
 	if c.rs.views[i].CompareAndSwap(v, &nodeView{gen: v.gen, runID: v.runID, lineage: v.lineage, subs: v.subs}) {
-		c.bg.goTracked(func() { c.mark(i, v.runID, v.lineage, "") })
+		c.bg.goTracked(func() { c.mark(i, v.runID, v.lineage, "", "") })
 	}
 	return false, nil
 }

@@ -90,15 +90,24 @@ func (c *Client) adoptAnswer(a answer, fresh bool, began time.Time) {
 	if fresh && a.err == nil && a.f.marker == "" {
 		c.noteFresh(a.i, began) // before the node counts (shards.go)
 	}
-	if a.err == nil && c.adopt(a.i, a.f, fresh) {
+	if mark, how := c.adoptOK(a, fresh); mark {
 		born := ""
 		if fresh && a.f.cluster && a.f.marker == "" {
 			born = c.shardsNow(a.i) // written with the node's first mark (shards.go)
 		}
-		c.mark(a.i, a.f.runID, a.f.lineage, born)
+		c.mark(a.i, a.f.runID, a.f.lineage, born, how)
 	}
 	c.rs.checking[a.i].Store(false)
 	c.checkEnded()
+}
+
+// adoptOK is adopt for an answer that came (a.err nil); nothing for one
+// that failed.
+func (c *Client) adoptOK(a answer, fresh bool) (mark bool, how string) {
+	if a.err != nil {
+		return false, ""
+	}
+	return c.adopt(a.i, a.f, fresh)
 }
 
 // startChecks checks every node in the background; the answers arrive on
@@ -109,7 +118,7 @@ func (c *Client) startChecks(ctx context.Context) (answers chan answer, n int) {
 	for i := range c.pools {
 		c.rs.checking[i].Store(true)
 		if !c.bg.goTracked(func() {
-			f, err := c.checkNode(ctx, i, "", "", c.checkBound())
+			f, err := c.checkNode(ctx, i, "", "", "", c.checkBound())
 			answers <- answer{i, f, err}
 		}) {
 			c.rs.checking[i].Store(false)
@@ -166,7 +175,7 @@ func (c *Client) askUnmarkedAgain(ctx context.Context, got []answer, took time.D
 	}
 	for k, a := range got {
 		if a.err == nil && a.f.marker == "" {
-			got[k].f, got[k].err = c.checkNode(ctx, a.i, "", "", c.checkBound())
+			got[k].f, got[k].err = c.checkNode(ctx, a.i, "", "", "", c.checkBound())
 		}
 	}
 }
@@ -193,9 +202,9 @@ func (c *Client) freshBeingMarked(got []answer) bool {
 // deployment, wire.BornOf; "") when the mark is the node's first. A node
 // that waits to be marked (a new deployment's) is counted once its marker
 // is in place, or checked again if that failed.
-func (c *Client) mark(i int, runID, lineage, born string) {
+func (c *Client) mark(i int, runID, lineage, born, how string) {
 	v := c.rs.views[i].Load()
-	f, err := c.checkNode(context.Background(), i, wire.MarkerOf(runID, lineage), born, c.checkBound())
+	f, err := c.checkNode(context.Background(), i, wire.MarkerOf(runID, lineage), born, how, c.checkBound())
 	if v == nil || !v.marking {
 		return // counted already
 	}

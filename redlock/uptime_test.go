@@ -18,7 +18,7 @@ import (
 // restarted empty up to a second before the maximum TTL has passed.
 func TestParseFacts_uptimeIsTheLeastTheReportAllows(t *testing.T) {
 	for up, want := range map[int64]time.Duration{0: 0, 1: 0, 2: time.Second, 60: 59 * time.Second} {
-		f, err := parseFacts([]any{[]byte("0123abcd"), up, []byte("0123abcd"), []byte("feed01"), int64(-1), int64(0), []byte(""), int64(1)})
+		f, err := parseFacts([]any{[]byte("0123abcd"), up, []byte("0123abcd"), []byte("feed01"), int64(-1), int64(0), []byte(""), int64(1), int64(0)})
 		require.NoError(t, err)
 		require.Equal(t, want, f.uptime, "reported %ds", up)
 	}
@@ -26,7 +26,7 @@ func TestParseFacts_uptimeIsTheLeastTheReportAllows(t *testing.T) {
 
 // markedReply is the restart check's answer of a node marked with its own
 // run id and lineage, up for 100s.
-var markedReply = []any{[]byte("0123abcd"), int64(100), []byte("0123abcd"), []byte("feed01"), int64(-1), int64(0), []byte(""), int64(1)}
+var markedReply = []any{[]byte("0123abcd"), int64(100), []byte("0123abcd"), []byte("feed01"), int64(-1), int64(0), []byte(""), int64(1), int64(0)}
 
 // brokenOncePool answers the restart check like a node, except that its
 // first call fails as a connection that broke does (no reply from the
@@ -54,7 +54,7 @@ func TestCheckNode_asksAgainAfterABrokenConnection(t *testing.T) {
 	c, err := New([]pool.Pool{p})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	f, err := c.checkNode(context.Background(), 0, "", "", time.Second)
+	f, err := c.checkNode(context.Background(), 0, "", "", "", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "0123abcd", f.runID)
 	require.Equal(t, int32(2), p.calls.Load())
@@ -93,7 +93,7 @@ func TestCheckNode_aFreshPoolsFirstConnectionIsTheChecks(t *testing.T) {
 		c, err := New([]pool.Pool{p})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
-		f, err := c.checkNode(context.Background(), 0, "", "", time.Second)
+		f, err := c.checkNode(context.Background(), 0, "", "", "", time.Second)
 		require.NoError(t, err)
 		require.Equal(t, int32(1), p.calls.Load(), "generation %d, %d opened per call", tc.from, tc.by)
 		require.Equal(t, tc.wantGen, f.gen, "generation %d, %d opened per call", tc.from, tc.by)

@@ -36,6 +36,7 @@ type verdict struct {
 	wait  time.Duration // how long it is not counted from the check on; 0: it counts now
 	mark  bool          // its marker is to be written (it counts, and no marker names it)
 	reset bool          // it lost its data: logged, and its fence counters are gone
+	how   string        // with mark: wire.MarkKept when it is marked at once for keeping its data
 	why   string        // while it waits, what the check found
 }
 
@@ -48,8 +49,10 @@ func verdictOf(c checked) verdict {
 	v.reset = c.node && (newProcess || f.marker != "" && f.marker != f.runID && f.marker != wire.UnknownMarker) && !keptMarker
 	switch {
 	case f.marker == f.runID && !c.markedTooSoon():
-	case c.fresh, c.listed, keptMarker && f.marker != f.runID:
+	case c.fresh, c.listed:
 		v.mark = true
+	case keptMarker && f.marker != f.runID:
+		v.mark, v.how = true, wire.MarkKept
 	default:
 		if v.wait = c.longest - f.uptime; v.wait > 0 {
 			v.why = c.why()
@@ -68,13 +71,14 @@ func verdictOf(c checked) verdict {
 // this Client before that TTL has passed too. That holds on every check
 // of the node until then: the first one after its restart (prev is an
 // earlier process), and any later one of the same process that this
-// Client still waits out (its connection was dialled again meanwhile). On
-// durable nodes a mark on a node up for less than the shared bound is a
-// node that kept its data (marked at once); one that came back empty is
-// marked only after the bound.
+// Client still waits out (its connection was dialled again meanwhile). A
+// Client that declares the nodes durable trusts a mark that says the node
+// kept its data (wire.MarkKept: marked at once for it); any other mark on
+// a young node may have been written by a Client with a shorter bound
+// once it waited a restart out.
 func (c checked) markedTooSoon() bool {
 	newSince := c.prev.runID != "" && (c.prev.runID != c.f.runID || !c.prev.from.IsZero() && c.f.at.Before(c.prev.from))
-	keptData := c.durable && c.f.uptime < c.shared
+	keptData := c.durable && c.f.kept
 	return newSince && !keptData && c.f.uptime < c.longest && c.longest > c.shared
 }
 

@@ -43,6 +43,8 @@ func TestVerdictOf_eachEventOfTheDocsTable(t *testing.T) {
 		{"different WithRestartSafety: a mark by Clients of a shorter bound, after a restart", prev(with(node(facts(70*time.Second, id, false)), func(c *checked) { c.longest = 5 * minute }), "dd44", lin), 230 * time.Second, false, true},
 		{"different WithRestartSafety: a mark, same process", prev(with(node(facts(70*time.Second, id, false)), func(c *checked) { c.longest = 5 * minute }), id, lin), 0, false, false},
 		{"WithDurableNodes beside Clients without it: a marker that survived", with(node(facts(time.Second, "~", true)), func(c *checked) { c.durable = true }), 0, true, false},
+		{"WithDurableNodes: another durable Client's mark for kept data, after a restart", prev(with(node(nodeFacts{runID: id, lineage: lin, uptime: time.Second, marker: id, kept: true, at: at}), func(c *checked) { c.durable, c.longest = true, 5*minute }), "dd44", lin), 0, false, false},
+		{"WithDurableNodes: a mark by a Client of a shorter bound that waited out an empty restart", prev(with(node(facts(70*time.Second, id, false)), func(c *checked) { c.durable, c.longest = true, 5*minute }), "dd44", lin), 230 * time.Second, false, false},
 		{"CLIENT KILL, a pool that reconnects: the same process", prev(node(facts(time.Hour, id, false)), id, lin), 0, false, false},
 		{"a slot moved between shards: the shard's own mark", checked{f: facts(time.Second, id, false), shared: minute, longest: minute, shard: 12}, 0, false, false},
 		{"a restart without data", prev(node(facts(2*time.Second, "", false)), "dd44", lin), 58 * time.Second, false, true},

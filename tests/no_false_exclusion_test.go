@@ -100,7 +100,7 @@ func TestRestartSafety_aMarkWithoutTheLineageLeavesTheSightingOfAPromotedReplica
 	full := newPools(t, []string{replica.Addr()}, poolUser("full"))[0]
 	check := func(p pool.Pool, mark string) wire.NodeFacts {
 		t.Helper()
-		reply, err := p.Eval(ctxT(t, quickly), wire.NodeCheck, wire.NodeCheckArgs(mark, "")...)
+		reply, err := p.Eval(ctxT(t, quickly), wire.NodeCheck, wire.NodeCheckArgs(mark, "", "")...)
 		require.NoError(t, err)
 		f, err := wire.ParseNodeCheck(reply)
 		require.NoError(t, err)
@@ -203,4 +203,51 @@ func TestRestartSafety_aMarkerOfALaterFormIsNotAnotherProcesssMarker(t *testing.
 		require.NoError(t, err)
 		require.True(t, wire.ParseMarker(v).Valid() && wire.ParseMarker(v).Lineage == "", "node %d marked with its run id: %q", i, v)
 	}
+}
+
+// A Client that declares the nodes durable counts at once a node marked
+// at once for keeping its data, and only such a mark: a Client with a
+// shorter bound that waited out an empty restart marks the node too, and
+// that mark, on a node younger than the durable Client's bound, says
+// nothing of the locks the durable Client gave a longer TTL. Before, the
+// durable Client took any mark on a young node for kept data, and took
+// its own lock's key a second time.
+func TestRestartSafety_aDurableClientTrustsOnlyAMarkForKeptData(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartT(t, 5, redistest.Options{Durable: true})
+	if c == nil {
+		return
+	}
+	a := newClient(t, newPools(t, c.Addrs()), redlock.WithDurableNodes(), redlock.WithRestartSafety(3*time.Second))
+	b := newClient(t, newPools(t, c.Addrs()), redlock.WithRestartSafety(time.Second))
+	key := newKey(t)
+	held, err := a.TryLock(ctxT(t, quickly), key, 20*time.Second)
+	require.NoError(t, err)
+	l, err := b.TryLock(ctxT(t, quickly), newKey(t), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctxT(t, quickly)))
+	for _, s := range c.Nodes()[:3] {
+		require.NoError(t, s.Kill())
+		require.NoError(t, s.RestartEmpty(), "a lost disk: the key is gone from a quorum")
+	}
+	// B waits out its own bound and marks the nodes.
+	require.Eventually(t, func() bool {
+		l, err := b.TryLock(ctxT(t, quickly), newKey(t), time.Second)
+		if err == nil {
+			require.NoError(t, l.Unlock(ctxT(t, quickly)))
+		}
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	for i, s := range c.Nodes()[:3] {
+		require.Eventually(t, func() bool {
+			v, err := redis.String(s.Do("GET", wire.MarkerKey))
+			return err == nil && v != ""
+		}, 5*time.Second, 10*time.Millisecond, "node %d marked by B", i)
+	}
+	for range 5 {
+		_, err = a.TryLock(ctxT(t, quickly), key, time.Second)
+		require.Error(t, err, "the key is held for %v more", held.Validity())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Positive(t, held.Validity())
 }

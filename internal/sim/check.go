@@ -98,7 +98,8 @@ func (w *world) leaderOnQuorum(call time.Duration) string {
 	}
 	w.mu.Unlock()
 	var seen []string // what each node holds, for the report
-	for i, n := range w.nodes {
+	for i := range w.nodes {
+		n := w.at(i, key)
 		v, err := n.Do("GET", key)
 		rec, _ := n.Do("HGET", wire.LeaderKey(electionName), "token")
 		tok, _ := v.(string)

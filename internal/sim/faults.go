@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/simnode"
 	"github.com/quorumlock/redlock/internal/wire"
 )
@@ -30,10 +31,11 @@ const (
 	fRecordLost
 	fStall
 	fFailover // a replica that lagged promoted behind the node's address
+	fSlotMove // on a cluster node, a slot moves to another shard with its keys
 	nFaults
 )
 
-var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost", "client-stall", "failover"}
+var faultNames = [nFaults]string{"kill", "restart-empty", "restart-kept", "restart-saved", "pause", "cut", "cut-replies", "delay", "drop-conn", "script-flush", "clock-rate", "save", "record-lost", "client-stall", "failover", "slot-move"}
 
 // schedule injects faults until the quiet window, then heals every node.
 func (w *world) schedule(ctx context.Context) {
@@ -52,9 +54,11 @@ func (w *world) schedule(ctx context.Context) {
 	for _, wait := range pending {
 		wait()
 	}
-	for i, n := range w.nodes {
-		if !n.Up() {
-			w.startNode(i, simnode.Kept)
+	for i := range w.nodes {
+		for _, n := range w.shardsOf(i) {
+			if !n.Up() {
+				w.startNode(i, n, simnode.Kept)
+			}
 		}
 	}
 	w.mu.Lock()
@@ -94,6 +98,9 @@ func (w *world) faultyLocked() int {
 func (w *world) inject() func() {
 	i := w.rng.Intn(len(w.nodes))
 	n := w.nodes[i]
+	if sh := w.shardsOf(i); len(sh) > 1 {
+		n = sh[w.rng.Intn(len(sh))] // a fault of one shard of a cluster node
+	}
 	kind := w.rng.Intn(nFaults + 3)
 	switch {
 	case kind == nFaults+2:
@@ -114,7 +121,7 @@ func (w *world) inject() func() {
 	longest := max(w.longestTTL, w.set.maxTTL)
 	w.mu.Unlock()
 	switch kind {
-	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost, fStall:
+	case fDropConn, fScriptFlush, fSave, fRate, fRecordLost, fStall, fSlotMove:
 		// Harmless to the quorum: any node, any time (a stall is a
 		// client's).
 	case fRestartEmpty, fRestartSaved, fFailover:
@@ -136,10 +143,13 @@ func (w *world) inject() func() {
 			return nil
 		}
 	}
+	if kind == fSlotMove {
+		return w.moveSlot(i) // counted there, when a slot moves
+	}
 	w.count(i, kind, dur)
 	switch kind {
 	case fFailover:
-		return w.failover(i, replica, longest, dur)
+		return w.failover(i, n, replica, longest, dur)
 	case fKill:
 		n.Kill()
 		down := dur
@@ -150,24 +160,24 @@ func (w *world) inject() func() {
 		}
 		w.markFaulty(i, down)
 		if data == simnode.Kept {
-			return w.after(down, func() { w.startNode(i, data) })
+			return w.after(down, func() { w.startNode(i, n, data) })
 		}
-		return w.after(down, w.startOutlived(i, data, time.Now(), dur))
+		return w.after(down, w.startOutlived(i, n, data, time.Now(), dur))
 	case fRestartEmpty, fRestartKept, fRestartSaved:
 		data := simnode.Data(kind - fRestartEmpty)
 		if !w.restartInModel(data) && !w.opt.OutOfModel {
 			n.Kill()
 			w.markFaulty(i, longest+dur)
-			return w.after(longest+dur, w.startOutlived(i, data, time.Now(), dur))
+			return w.after(longest+dur, w.startOutlived(i, n, data, time.Now(), dur))
 		}
 		n.Kill()
-		w.startNode(i, data)
+		w.startNode(i, n, data)
 		if w.opt.OutOfModel && data == simnode.Empty {
 			// A quorum restarted empty at once, without restart safety.
 			for k := 1; k < len(w.nodes)/2+1; k++ {
 				j := (i + k) % len(w.nodes)
 				w.nodes[j].Restart(simnode.Empty)
-				w.newProcess(j)
+				w.newProcess(j, w.nodes[j])
 				w.lostData(j)
 			}
 		}
@@ -238,16 +248,17 @@ func (w *world) inject() func() {
 func (w *world) loseRecord(i int) {
 	for k := range len(w.nodes) - (len(w.nodes)/2 + 1) {
 		j := (i + k) % len(w.nodes)
-		_, _ = w.nodes[j].Do("DEL", wire.LeaderKey(electionName))
+		_, _ = w.at(j, wire.LeaderKey(electionName)).Do("DEL", wire.LeaderKey(electionName))
 	}
 }
 
-// startOutlived returns what starts node i, killed at killed, with data
-// it may have forgotten locks from: once every TTL used up to the start
-// has run out since the kill (a lock extended while the node was down may
-// have grown longer than the longest TTL at the kill).
-func (w *world) startOutlived(i int, data simnode.Data, killed time.Time, slack time.Duration) func() {
-	return w.outlived(i, killed, slack, func() { w.startNode(i, data) })
+// startOutlived returns what starts n (node i, or a shard of it), killed
+// at killed, with data it may have forgotten locks from: once every TTL
+// used up to the start has run out since the kill (a lock extended while
+// the node was down may have grown longer than the longest TTL at the
+// kill).
+func (w *world) startOutlived(i int, n *simnode.Node, data simnode.Data, killed time.Time, slack time.Duration) func() {
+	return w.outlived(i, killed, slack, func() { w.startNode(i, n, data) })
 }
 
 // outlived returns what runs start, which starts node i, killed at killed,
@@ -279,29 +290,29 @@ func (w *world) outlived(i int, killed time.Time, slack time.Duration, start fun
 // which are declared to keep every write and count a node that carries a
 // marker at once) the node is down until every lock it may have missed
 // ran out, unless the run is out of model.
-func (w *world) failover(i int, replica *simnode.Replica, longest, dur time.Duration) func() {
+func (w *world) failover(i int, n *simnode.Node, replica *simnode.Replica, longest, dur time.Duration) func() {
 	lag := time.Duration(w.rng.Intn(500)) * time.Millisecond
 	if !w.restartInModel(simnode.Saved) && !w.opt.OutOfModel {
-		w.nodes[i].Kill()
+		n.Kill()
 		w.markFaulty(i, longest+dur)
-		promote := func() { w.promoteNode(i, replica) }
+		promote := func() { w.promoteNode(i, n, replica) }
 		return w.after(longest+dur, w.outlived(i, time.Now(), dur, promote))
 	}
 	w.markFaulty(i, lag)
-	return w.after(lag, func() { w.promoteNode(i, replica) })
+	return w.after(lag, func() { w.promoteNode(i, n, replica) })
 }
 
-// promoteNode fails node i over to replica and marks it faulty while
-// restart safety may exclude it.
-func (w *world) promoteNode(i int, replica *simnode.Replica) {
-	w.nodes[i].Promote(replica)
-	w.newProcess(i)
+// promoteNode fails n (node i, or a shard of it) over to replica and marks
+// node i faulty while restart safety may exclude it.
+func (w *world) promoteNode(i int, n *simnode.Node, replica *simnode.Replica) {
+	n.Promote(replica)
+	w.newProcess(i, n)
 	w.lostData(i)
 	w.mu.Lock()
 	longest := max(w.longestTTL, w.set.maxTTL)
 	w.mu.Unlock()
 	w.markFaulty(i, longest+time.Second)
-	w.trace.add(w.now(), fmt.Sprintf("node %d failed over to a replica (up %v)", i+1, simnode.PromotedUptime))
+	w.trace.add(w.now(), fmt.Sprintf("node %d failed over to a replica (up %v, %s)", i+1, simnode.PromotedUptime, n.Addr()))
 }
 
 // restartInModel reports whether a node may restart at once with data.
@@ -318,11 +329,11 @@ func (w *world) restartInModel(data simnode.Data) bool {
 	return w.set.maxTTL > 0
 }
 
-// startNode starts node i with data and marks it faulty while restart
-// safety may exclude it.
-func (w *world) startNode(i int, data simnode.Data) {
-	w.nodes[i].Start(data)
-	w.newProcess(i)
+// startNode starts n (node i, or a shard of it) with data and marks node
+// i faulty while restart safety may exclude it.
+func (w *world) startNode(i int, n *simnode.Node, data simnode.Data) {
+	n.Start(data)
+	w.newProcess(i, n)
 	if data != simnode.Kept {
 		w.lostData(i)
 	}
@@ -330,7 +341,7 @@ func (w *world) startNode(i int, data simnode.Data) {
 	longest := max(w.longestTTL, w.set.maxTTL)
 	w.mu.Unlock()
 	w.markFaulty(i, longest+time.Second)
-	w.trace.add(w.now(), fmt.Sprintf("node %d started (%v)", i+1, data))
+	w.trace.add(w.now(), fmt.Sprintf("node %d started (%v, %s)", i+1, data, n.Addr()))
 }
 
 func (w *world) lostData(i int) {
@@ -340,11 +351,15 @@ func (w *world) lostData(i int) {
 	w.mu.Unlock()
 }
 
-// newProcess notes that node i runs a new process from now on (a start, a
-// restart, a promoted replica).
-func (w *world) newProcess(i int) {
+// newProcess notes that n (node i, or a shard of it) runs a new process
+// from now on (a start, a restart, a promoted replica).
+func (w *world) newProcess(i int, n *simnode.Node) {
 	w.mu.Lock()
 	w.started[i] = append(w.started[i], w.now())
+	if w.procStarts == nil {
+		w.procStarts = map[*simnode.Node][]time.Duration{}
+	}
+	w.procStarts[n] = append(w.procStarts[n], w.now())
 	w.mu.Unlock()
 }
 
@@ -388,4 +403,35 @@ func (w *world) after(d time.Duration, undo func()) func() {
 		undo()
 	}()
 	return func() { <-done }
+}
+
+// shardsOf returns the simulated nodes of node i: its shards, or itself.
+func (w *world) shardsOf(i int) []*simnode.Node {
+	if cl := w.clusters[i]; cl != nil {
+		return cl.shards
+	}
+	return []*simnode.Node{w.nodes[i]}
+}
+
+// clusterNames are the names whose slots a slot move moves: those the
+// workers lock (their helper keys share their slots).
+var clusterNames = append(append([]string{semName, rwName, electionName}, mutexKeys...), longKeys...)
+
+// moveSlot moves the slot of a name the workers lock, on cluster node i,
+// to another shard, with its keys, as resharding does; nothing when node
+// i is not a cluster or a shard it needs is down.
+func (w *world) moveSlot(i int) func() {
+	cl := w.clusters[i]
+	if cl == nil {
+		return nil
+	}
+	slot := keyslot.Slot(clusterNames[w.rng.Intn(len(clusterNames))])
+	from, to := cl.serving(slot), w.rng.Intn(len(cl.shards))
+	if from == to || !cl.shards[from].Up() || !cl.shards[to].Up() {
+		return nil
+	}
+	w.count(i, fSlotMove, 0)
+	_, keys := cl.move(slot, to)
+	w.trace.add(w.now(), fmt.Sprintf("node %d: slot %d moved from %s to %s with %d keys", i+1, slot, cl.shards[from].Addr(), cl.shards[to].Addr(), keys))
+	return nil
 }

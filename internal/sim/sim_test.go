@@ -26,13 +26,14 @@ import (
 )
 
 var (
-	simTime    = flag.Duration("sim.time", 0, "run seeds until this much CPU time has passed (0: SIM_TIME; without either, make test's short run: seed 1000)")
-	simSeed    = flag.Int64("sim.seed", 0, "run this seed only (0: SEED, or seeds from the clock)")
-	simVirtual = flag.Duration("sim.virtual", 0, "virtual time of one seed (0: 40s; 15s in make test's short run)")
-	simFrom    = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
-	simStop    = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
-	simTrace   = flag.Int("sim.trace", 400, "last lines of the trace a failure's report gives (besides those around the earliest violation)")
-	simHang    = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed counts as hung")
+	simTime     = flag.Duration("sim.time", 0, "run seeds until this much CPU time has passed (0: SIM_TIME; without either, make test's short run: seed 1000)")
+	simSeed     = flag.Int64("sim.seed", 0, "run this seed only (0: SEED, or seeds from the clock)")
+	simVirtual  = flag.Duration("sim.virtual", 0, "virtual time of one seed (0: 40s; 15s in make test's short run)")
+	simFrom     = flag.Int64("sim.from", 0, "the first seed of a run of seeds (0: from the clock)")
+	simStop     = flag.Bool("sim.stop", false, "stop at the first seed with a violation")
+	simTrace    = flag.Int("sim.trace", 400, "last lines of the trace a failure's report gives (besides those around the earliest violation)")
+	simHang     = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed counts as hung")
+	simClusters = flag.Bool("sim.clusters", false, "let a third of the seeds make nodes Redis Clusters (also SIM_CLUSTERS=1)")
 )
 
 // summary is what every seed added up to, printed last by TestMain.
@@ -207,7 +208,7 @@ func report(t *testing.T, res sim.Result) {
 // TestSim runs seeds until its CPU budget is spent (make sim SIM_TIME=60s),
 // or the one seed asked for (make sim SEED=...).
 func TestSim(t *testing.T) {
-	opt := sim.Options{Virtual: virtual(), TraceLines: *simTrace}
+	opt := sim.Options{Virtual: virtual(), TraceLines: *simTrace, Clusters: *simClusters || os.Getenv("SIM_CLUSTERS") == "1"}
 	if seed := fixedSeed(); seed != 0 {
 		res := runSeed(t, seed, opt)
 		t.Logf("seed %d: %d acquisitions, %d faults, %v virtual: %v; faults: %s", seed, res.Acquisitions, res.Faults, res.Virtual, res.Kinds, byKind(res.FaultKinds))

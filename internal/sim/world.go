@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/faults"
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/simnode"
 	"github.com/quorumlock/redlock/pool"
 	"github.com/quorumlock/redlock/redlock"
@@ -46,6 +47,11 @@ type Options struct {
 	// TraceLines is how many of the trace's last lines a failure's report
 	// gives, besides those around the first violation. Default 400.
 	TraceLines int
+	// Clusters lets a third of the seeds make one or two of their nodes
+	// Redis Clusters (cluster.go). Off by default: with it on, a rare
+	// mutual-exclusion violation is open (docs/safety.md, "Nodes that are
+	// Redis Clusters in the simulator").
+	Clusters bool
 }
 
 // Result is what a run did and found.
@@ -85,6 +91,9 @@ type setup struct {
 	// legacy: a Client of the previous version checks and marks the nodes
 	// beside them, with the previous marker form (node_previous.lua).
 	legacy bool
+	// The first clusters nodes are Redis Clusters of shards shards each
+	// (cluster.go): faults hit one shard, and slots move between shards.
+	clusters, shards int
 }
 
 func (s setup) String() string {
@@ -102,24 +111,25 @@ func (s setup) String() string {
 			clients[i] += "+blind"
 		}
 	}
-	return fmt.Sprintf("nodes=%d clients=%d workers=%d restart-safety=%v durable=%v node-timeout=%v client-rates=[%s] long-keys=%v clients=[%s] legacy=%v",
-		s.nodes, s.clients, s.workers, s.maxTTL, s.durable, s.nodeTimeout, strings.Join(rates, " "), s.longKeys, strings.Join(clients, " "), s.legacy)
+	return fmt.Sprintf("nodes=%d clients=%d workers=%d restart-safety=%v durable=%v node-timeout=%v client-rates=[%s] long-keys=%v clients=[%s] legacy=%v clusters=%dx%d",
+		s.nodes, s.clients, s.workers, s.maxTTL, s.durable, s.nodeTimeout, strings.Join(rates, " "), s.longKeys, strings.Join(clients, " "), s.legacy, s.clusters, s.shards)
 }
 
 // world is one run's state.
 type world struct {
-	opt     Options
-	set     setup
-	rng     *rand.Rand // the scheduler's
-	start   time.Time
-	end     time.Time // workers stop
-	quiet   time.Time // faults stop
-	settled time.Time // liveness is checked for calls begun after it
-	nodes   []*simnode.Node
-	clients []*simClient
-	chk     *faults.Checker
-	trace   *trace
-	store   *store
+	opt      Options
+	set      setup
+	rng      *rand.Rand // the scheduler's
+	start    time.Time
+	end      time.Time       // workers stop
+	quiet    time.Time       // faults stop
+	settled  time.Time       // liveness is checked for calls begun after it
+	nodes    []*simnode.Node // a cluster node's first shard
+	clusters []*simCluster   // per node: its cluster, nil for a standalone node
+	clients  []*simClient
+	chk      *faults.Checker
+	trace    *trace
+	store    *store
 
 	mu              sync.Mutex
 	acquired        int
@@ -132,16 +142,17 @@ type world struct {
 	fenceRefusals   []string
 	observeBack     []string // Observe delivering a term not above the last
 	fencedOps       []fencedOp
-	exclusions      []exclusion       // restart safety's, as the Clients reported them
-	started         [][]time.Duration // per node: when each process after the first started
-	losses          [][]time.Duration // per node: when it lost data
-	longestTTL      time.Duration     // the longest TTL any call used
-	dataLost        map[int]bool      // nodes that lost data at some point
-	faultyUntil     []time.Time       // per node: counts as faulty until then
-	healthyFrom     []time.Time       // per node: healthy from then on (faulty, then reconnecting)
-	unstalledFrom   map[int]time.Time // per client: its replies on time from then on
-	violationAt     time.Duration     // the earliest violation's time, -1 when none is known
-	falseExclusions int               // checkAvailability's count
+	exclusions      []exclusion                       // restart safety's, as the Clients reported them
+	started         [][]time.Duration                 // per node: when each process after the first started
+	procStarts      map[*simnode.Node][]time.Duration // the same, per node or shard
+	losses          [][]time.Duration                 // per node: when it lost data
+	longestTTL      time.Duration                     // the longest TTL any call used
+	dataLost        map[int]bool                      // nodes that lost data at some point
+	faultyUntil     []time.Time                       // per node: counts as faulty until then
+	healthyFrom     []time.Time                       // per node: healthy from then on (faulty, then reconnecting)
+	unstalledFrom   map[int]time.Time                 // per client: its replies on time from then on
+	violationAt     time.Duration                     // the earliest violation's time, -1 when none is known
+	falseExclusions int                               // checkAvailability's count
 }
 
 type simClient struct {
@@ -210,6 +221,9 @@ func draw(rng *rand.Rand, opt Options) setup {
 		s.clientBlind = append(s.clientBlind, s.maxTTL > 0 && rng.Intn(3) == 0)
 	}
 	s.legacy = s.maxTTL > 0 && rng.Intn(2) == 0
+	if opt.Clusters && !opt.OutOfModel && rng.Intn(3) == 0 {
+		s.clusters, s.shards = 1+rng.Intn(2), 2+rng.Intn(2)
+	}
 	return s
 }
 
@@ -250,7 +264,13 @@ func (w *world) build() {
 	w.faultyUntil = make([]time.Time, w.set.nodes)
 	w.healthyFrom = make([]time.Time, w.set.nodes)
 	w.unstalledFrom = map[int]time.Time{}
+	w.clusters = make([]*simCluster, w.set.nodes)
 	for i := range w.set.nodes {
+		if i < w.set.clusters {
+			w.clusters[i] = newCluster(i, w.set.shards)
+			w.nodes = append(w.nodes, w.clusters[i].shards[0])
+			continue
+		}
 		w.nodes = append(w.nodes, simnode.New(fmt.Sprintf("sim%d:6379", i+1)))
 	}
 	for ci := range w.set.clients {
@@ -258,10 +278,16 @@ func (w *world) build() {
 		sc := &simClient{name: name, clk: faults.NewClock(w.set.clientRates[ci])}
 		ps := make([]pool.Pool, len(w.nodes))
 		for i, n := range w.nodes {
-			p, err := pool.New(n.Addr(), pool.WithDialer(n.Dialer(name)), pool.WithIOTimeout(time.Second), pool.WithDialTimeout(time.Second))
-			if err != nil {
-				panic(err)
+			if cl := w.clusters[i]; cl != nil {
+				cp := &clusterPool{addr: n.Addr(), cl: cl}
+				for _, sh := range cl.shards {
+					cp.shards = append(cp.shards, w.newPool(sh, name))
+				}
+				sc.pools = append(sc.pools, cp.shards...)
+				ps[i] = cp
+				continue
 			}
+			p := w.newPool(n, name)
 			sc.pools = append(sc.pools, p)
 			ps[i] = p
 		}
@@ -271,7 +297,7 @@ func (w *world) build() {
 			opts = append(opts, redlock.WithDurableNodes())
 		}
 		if w.set.clientBlind[ci] {
-			for _, n := range w.nodes {
+			for _, n := range w.allNodes() {
 				n.Deny(name, "info|replication")
 			}
 		}
@@ -282,6 +308,37 @@ func (w *world) build() {
 		sc.c = c
 		w.clients = append(w.clients, sc)
 	}
+}
+
+// newPool is client's pool of node n.
+func (w *world) newPool(n *simnode.Node, client string) *pool.Node {
+	p, err := pool.New(n.Addr(), pool.WithDialer(n.Dialer(client)), pool.WithIOTimeout(time.Second), pool.WithDialTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// allNodes returns every simulated node: the standalone nodes, and every
+// shard of the cluster nodes.
+func (w *world) allNodes() []*simnode.Node {
+	var out []*simnode.Node
+	for i, n := range w.nodes {
+		if cl := w.clusters[i]; cl != nil {
+			out = append(out, cl.shards...)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// at returns the node (or the shard of cluster node i) that holds key.
+func (w *world) at(i int, key string) *simnode.Node {
+	if cl := w.clusters[i]; cl != nil {
+		return cl.shards[cl.serving(keyslot.Slot(key))]
+	}
+	return w.nodes[i]
 }
 
 // run starts the workers and the fault schedule and waits for them.
@@ -326,11 +383,11 @@ func (w *world) run() {
 // teardown heals every node, closes the Clients and the nodes.
 func (w *world) teardown() {
 	cmds := 0
-	for _, n := range w.nodes {
+	for _, n := range w.allNodes() {
 		cmds += n.Stats().Commands
 	}
 	w.trace.add(w.now(), fmt.Sprintf("commands delivered: %d", cmds))
-	for _, n := range w.nodes {
+	for _, n := range w.allNodes() {
 		n.Heal("")
 		n.Resume()
 	}
@@ -340,7 +397,7 @@ func (w *world) teardown() {
 			_ = p.Close()
 		}
 	}
-	for _, n := range w.nodes {
+	for _, n := range w.allNodes() {
 		n.Close()
 	}
 }

@@ -30,7 +30,7 @@ func TestDeny_refusesInfoReplicationToOneClient(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
-			reply, err := p.Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs("", "")...)
+			reply, err := p.Eval(ctx, wire.NodeCheck, wire.NodeCheckArgs("", "", "")...)
 			require.NoError(t, err)
 			f, err := wire.ParseNodeCheck(reply)
 			require.NoError(t, err)

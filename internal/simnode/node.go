@@ -96,6 +96,7 @@ type Node struct {
 	stalls  map[string]time.Duration // client → added to its replies
 	cuts    map[string]bool          // client → replies only (false: both ways)
 	denies  map[string]bool          // client + " " + command: refused (Deny)
+	serves  func(slot uint16) bool   // in cluster mode, the slots it serves (SetCluster); nil: not a cluster
 	links   []*link                  // open connections, oldest first
 	changed chan struct{}            // closed and replaced when a fault changes
 	stats   Stats
@@ -215,6 +216,7 @@ func (n *Node) begin(load snapshot, replid2 string, up time.Duration) {
 
 	inc.e = newEngine(func(section string) string { return n.info(inc, section) }, n.now, load.restore(now))
 	inc.e.denied = n.denied
+	inc.e.serves, inc.e.clustered = n.servesSlot, n.clusterMode
 
 	n.mu.Lock()
 	n.inc = inc
@@ -239,7 +241,11 @@ func (n *Node) infoServer(inc *incarnation) string {
 	n.mu.Lock()
 	now := n.clk.at(time.Now())
 	n.mu.Unlock()
-	return fmt.Sprintf("# Server\r\nredis_version:7.0.15\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", inc.runID, uptimeSeconds(inc.started, now))
+	mode := "standalone"
+	if n.clusterMode() {
+		mode = "cluster"
+	}
+	return fmt.Sprintf("# Server\r\nredis_version:7.0.15\r\nredis_mode:%s\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", mode, inc.runID, uptimeSeconds(inc.started, now))
 }
 
 // uptimeSeconds is uptime_in_seconds as Redis computes it: the present and

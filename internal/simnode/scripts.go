@@ -32,7 +32,11 @@ type engine struct {
 	// denied reports whether client may not run cmd ("info|replication"),
 	// as an ACL refuses it (Node.Deny); nil: every command is allowed.
 	denied func(client, cmd string) bool
-	now    func() time.Time // the node's time
+	// serves reports whether the node serves a slot (cluster mode: a
+	// command on a key of another slot is answered MOVED); nil: every slot.
+	serves    func(slot uint16) bool
+	clustered func() bool      // the node is in cluster mode (SetCluster)
+	now       func() time.Time // the node's time
 
 	mu sync.Mutex // one command at a time; everything below is under it
 	st *store
@@ -166,6 +170,11 @@ func (e *engine) do(c *conn, args []string) any {
 	}
 	if err := e.check(name, args); err != nil {
 		return err
+	}
+	if c != nil {
+		if err := e.moved(args); err != nil {
+			return err
+		}
 	}
 	switch name {
 	case "EVAL", "EVALSHA":

@@ -123,20 +123,22 @@ func FenceStoreArgs(key string, fence uint64, ttl int64) []any {
 // NodeCheckArgs are the restart check's keys and arguments: mark is the
 // marker to write (MarkerOf), if it names the node's process and
 // lineage, "" for none; born, written with a mark that is the node's
-// first, lists the shards of a new deployment (BornOf; "" for none).
-func NodeCheckArgs(mark, born string) []any {
-	return checkArgs(MarkerKey, mark, born)
+// first, lists the shards of a new deployment (BornOf; "" for none); how
+// is MarkKept for a node marked at once because it kept its data, ""
+// otherwise.
+func NodeCheckArgs(mark, born, how string) []any {
+	return checkArgs(MarkerKey, mark, born, how)
 }
 
 // ShardCheckArgs are the restart check's keys and arguments for the shard
 // of a cluster node that serves slot (ShardMarkerKey); mark as in
 // NodeCheckArgs.
 func ShardCheckArgs(slot uint16, mark string) []any {
-	return checkArgs(ShardMarkerKey(slot), mark, "")
+	return checkArgs(ShardMarkerKey(slot), mark, "", "")
 }
 
-func checkArgs(marker, mark, born string) []any {
-	return []any{marker, FactKey(marker, FactMark), FactKey(marker, FactSeen), FactKey(marker, FactBorn), mark, born}
+func checkArgs(marker, mark, born, how string) []any {
+	return []any{marker, FactKey(marker, FactMark), FactKey(marker, FactSeen), FactKey(marker, FactBorn), mark, born, how}
 }
 
 // MultiAcquireArgs are the multi-key acquisition's key count, keys and

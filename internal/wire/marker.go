@@ -44,6 +44,12 @@ type Marker struct {
 // cannot tell a promoted replica from its master then.
 const UnknownLineage = "0"
 
+// MarkKept is the third field of FactKey(FactMark) when a Client marked
+// the node at once because it kept its data (a Client that declares the
+// nodes durable): the only mark a durable Client trusts on a node younger
+// than its bound, whatever the bound of the Client that wrote it.
+const MarkKept = "kept"
+
 // UnknownMarker is what the restart check reports for a marker of a form
 // this version does not know, on a dataset of its own: the deployment is
 // in use, and the node counts by its uptime, as one without a marker.

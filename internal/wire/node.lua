@@ -8,9 +8,10 @@ local seenKey = KEYS[3] -- a sighting of a dataset that came from elsewhere
 local bornKey = KEYS[4] -- the shards that ran when the deployment was new
 local mark = ARGV[1] -- "<run id> <replication id>", or "": the marker to write when it names the node's process and lineage
 local born = ARGV[2] -- with a mark that is the node's first: the shards of a new deployment ("" for none)
+local how = ARGV[3] -- with a mark: "kept" when the node is marked at once for keeping its data (durable nodes), "" otherwise
 
 -- Returns {run id, uptime_in_seconds, marked, replication id, sighted,
--- cluster, born, own}:
+-- cluster, born, own, kept}:
 --   marked: the run id when the marker names this process and lineage;
 --     "~" when the dataset came from another process or lineage (a
 --     restart from a snapshot or an append-only file, or a replica
@@ -26,6 +27,8 @@ local born = ARGV[2] -- with a mark that is the node's first: the shards of a ne
 --     then one slot's, and each shard is checked on its own.
 --   born: the shards that ran when the deployment was new ("" for none).
 --   own: 1 when the dataset's lineage began in this process, 0 otherwise.
+--   kept: 1 when the mark says the node kept its data and was marked at
+--     once for it (a Client that declares the nodes durable), 0 otherwise.
 -- A replica grants nothing: the check fails on it.
 local info = redis.call("INFO", "server")
 local id = string.match(info, "run_id:(%x+)")
@@ -91,8 +94,11 @@ if marked or mark == self then
 		end
 		redis.call("SET", marker, id)
 	end
-	if replid ~= "0" or sf[1] ~= id then
-		redis.call("SET", markKey, self)
+	if not marked then
+		redis.call("SET", markKey, how ~= "" and self .. " " .. how or self)
+		sf = fields(redis.call("GET", markKey))
+	elseif replid ~= "0" and sf[2] ~= replid then
+		redis.call("SET", markKey, self) -- the lineage, for a mark that did not have it
 	end
 	if not marked and born ~= "" then
 		redis.call("SET", bornKey, born)
@@ -102,7 +108,8 @@ if marked or mark == self then
 		-- over. One that does not see it leaves it to those that do.
 		redis.call("DEL", seenKey)
 	end
-	return {id, up, id, replid, -1, cluster, redis.call("GET", bornKey) or "", owned}
+	local kept = (sf[1] == id and sf[3] == "kept") and 1 or 0
+	return {id, up, id, replid, -1, cluster, redis.call("GET", bornKey) or "", owned, kept}
 end
 born = redis.call("GET", bornKey) or ""
 
@@ -116,7 +123,7 @@ for _, f in ipairs({mf, fields(redis.call("GET", seenKey))}) do
 	end
 end
 if kind ~= nil then
-	return {id, up, kind == "~" and "~" or "", replid, math.max(up - seen, 0), cluster, born, owned}
+	return {id, up, kind == "~" and "~" or "", replid, math.max(up - seen, 0), cluster, born, owned, 0}
 end
 -- known: the marker is a mark or a sighting of some process; any other
 -- value is of a form this version does not know, which it neither reads
@@ -125,7 +132,7 @@ local known = string.find(mf[1] or "", "^%x+$") ~= nil or sighting(mf)
 if not known and own then
 	-- No marker (or one of a later form: "+"), on a dataset that began in
 	-- this process: its uptime says how long it has held what it holds.
-	return {id, up, v and "+" or "", replid, -1, cluster, born, owned}
+	return {id, up, v and "+" or "", replid, -1, cluster, born, owned, 0}
 end
 -- Another process's or lineage's marker, or none on a dataset that
 -- continues another: note when this lineage was first seen.
@@ -134,4 +141,4 @@ if not known or mf[1] == "?" then
 	kind = "?"
 end
 redis.call("SET", seenKey, kind .. " " .. self .. " " .. up)
-return {id, up, kind == "~" and "~" or "", replid, 0, cluster, born, owned}
+return {id, up, kind == "~" and "~" or "", replid, 0, cluster, born, owned, 0}

@@ -202,13 +202,14 @@ type NodeFacts struct {
 	Cluster bool   // the node runs in cluster mode: the marker read is one slot's
 	Born    string // the shards that ran when the deployment was new (BornOf); "" when none are known
 	Own     bool   // the lineage began in this process: it was never a replica since it started
+	Kept    bool   // the mark says the node kept its data and was marked at once for it (MarkKept)
 }
 
 // ParseNodeCheck reads {run id, uptime, marked, replication id, sighted,
-// cluster, born, own}.
+// cluster, born, own, kept}.
 func ParseNodeCheck(reply any) (NodeFacts, error) {
 	vs, ok := reply.([]any)
-	if !ok || len(vs) != 8 {
+	if !ok || len(vs) != 9 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
 	id, ok1 := String(vs[0])
@@ -219,10 +220,11 @@ func ParseNodeCheck(reply any) (NodeFacts, error) {
 	cluster, ok6 := vs[5].(int64)
 	born, ok7 := String(vs[6])
 	own, ok8 := vs[7].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || own&^1 != 0 || id == "" || up < 0 || lineage == "" || sighted < -1 || cluster&^1 != 0 {
+	kept, ok9 := vs[8].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 || own&^1 != 0 || kept&^1 != 0 || id == "" || up < 0 || lineage == "" || sighted < -1 || cluster&^1 != 0 {
 		return NodeFacts{}, fmt.Errorf("restart check: unexpected reply %v", reply)
 	}
-	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted, Cluster: cluster == 1, Born: born, Own: own == 1}, nil
+	return NodeFacts{RunID: id, Uptime: up, Marked: marked, Lineage: lineage, Sighted: sighted, Cluster: cluster == 1, Born: born, Own: own == 1, Kept: kept == 1}, nil
 }
 
 // Announcement is a release's message on a key's channels: "" when the

@@ -54,7 +54,7 @@ func TestShardOf(t *testing.T) {
 }
 
 func TestParseNodeCheck_readsTheClusterMode(t *testing.T) {
-	reply := []any{[]byte("0123abcd"), int64(100), []byte(""), []byte("feed01"), int64(-1), int64(1), []byte(""), int64(1)}
+	reply := []any{[]byte("0123abcd"), int64(100), []byte(""), []byte("feed01"), int64(-1), int64(1), []byte(""), int64(1), int64(0)}
 	f, err := ParseNodeCheck(reply)
 	require.NoError(t, err)
 	require.True(t, f.Cluster)

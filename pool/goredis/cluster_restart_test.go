@@ -3,6 +3,8 @@ package goredis_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/redlock/internal/keyslot"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/internal/wire"
 	"github.com/quorumlock/redlock/pool"
@@ -213,4 +216,56 @@ func refuseWhileHeld(t *testing.T, ctx context.Context, held *redlock.Lock, key 
 	for i, n := range excluded {
 		require.Positive(t, n, "Client %d never named the shards that lost the lock", i)
 	}
+}
+
+// A shard's restart check reads the marker of one slot, and each slot
+// keeps its own record of when a check first saw a promoted dataset. A
+// Client that meets a promoted shard on a second slot, later, waits from
+// its first sighting of that shard (its view is the shard's, whatever the
+// slot), not from the second slot's.
+func TestCluster_aPromotedShardMetOnASecondSlotIsWaitedOutFromItsFirstSighting(t *testing.T) {
+	t.Parallel()
+	const maxTTL = 3 * time.Second
+	clusters := redistest.StartRedisClustersReplicatedT(t, 3, 2)
+	if clusters == nil {
+		return
+	}
+	time.Sleep(maxTTL + time.Second) // the replicas have run for longer than any lock
+	a, _, accs := clusterClient(t, clusters, redlock.WithRestartSafety(maxTTL))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := keyOffMarker(clusters[0], "lock:first:")
+	second := first + ":second"
+	for clusters[0].MasterFor(second) != clusters[0].MasterFor(first) || keyslot.Slot(second) == keyslot.Slot(first) {
+		second += "x"
+	}
+	l, err := a.TryLock(ctx, "lock:warm", time.Second) // the deployment is new: every shard listed
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	for _, rc := range clusters[:2] {
+		_, err := rc.FailOver(rc.MasterFor(first))
+		require.NoError(t, err)
+	}
+	for _, cc := range accs {
+		cc.ReloadState(ctx)
+	}
+	left := func(key string) time.Duration {
+		t.Helper()
+		var longest time.Duration
+		waitFor(t, 5*time.Second, func() bool {
+			_, err := a.TryLock(ctx, key, time.Second)
+			m := regexp.MustCompile(`not counted toward a quorum for another ([0-9.]+m?s)`).FindAllStringSubmatch(fmt.Sprint(err), -1)
+			for _, s := range m {
+				d, _ := time.ParseDuration(s[1])
+				longest = max(longest, d)
+			}
+			return len(m) >= 2
+		}, "the promoted shards are named as not counted")
+		return longest
+	}
+	t.Logf("first slot: %v left", left(first))
+	time.Sleep(1500 * time.Millisecond)
+	got := left(second)
+	t.Logf("second slot, 1.5s later: %v left", got)
+	require.Less(t, got, maxTTL-time.Second, "the wait runs from the shard's first sighting")
 }

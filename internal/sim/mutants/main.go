@@ -216,6 +216,22 @@ var mutants = []mutant{
 		breaks: "a Client without INFO replication that marks a promoted replica deletes the sighting that Clients that see the lineage wait from: they begin their wait again",
 	},
 	{
+		name:       "shard-born-ignored",
+		file:       "redlock/shards.go",
+		old:        "|| wire.BornHas(s.born, f.runID, f.lineage, f.own)})",
+		new:        "|| false})",
+		breaks:     "the shards listed when a cluster deployment was new are not counted by the other Clients: a shard that lost nothing waits out the maximum TTL on every slot no one marked",
+		expectMiss: "cluster nodes are drawn only with SIM_CLUSTERS=1 (caught then by seed 3 in 2.2 CPU s)",
+	},
+	{
+		name:       "shard-counted-at-once",
+		file:       "redlock/shards.go",
+		old:        "listed: !f.copied && !s.freshAt.IsZero()",
+		new:        "listed: true || !f.copied && !s.freshAt.IsZero()",
+		breaks:     "a shard of a cluster node is counted at once whatever its check found: one that restarted empty or failed over grants a lock it forgot",
+		expectMiss: "cluster nodes are drawn only with SIM_CLUSTERS=1",
+	},
+	{
 		name:   "restore-as-mutex",
 		file:   "redlock/handle.go",
 		old:    "l := &Lock{c: c, key: key, token: h.Token, kind: k}",
