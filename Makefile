@@ -102,7 +102,7 @@ COMPAT_TIME ?= 60s
 COMPAT_BASE ?=
 .PHONY: compat
 compat:
-	REDLOCK_REQUIRE_REDIS=1 REDLOCK_COMPAT_TIME=$(COMPAT_TIME) REDLOCK_COMPAT_BASE=$(COMPAT_BASE) $(GO) test -count=1 -timeout 0 -v -run '^TestCompat' ./tests/
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_COMPAT=1 REDLOCK_COMPAT_TIME=$(COMPAT_TIME) REDLOCK_COMPAT_BASE=$(COMPAT_BASE) $(GO) test -count=1 -timeout 0 -v -run '^TestCompat' ./tests/
 
 # The fault-injection soak (docs/safety.md): in-model faults for
 # REDLOCK_SOAK (default 20m), then a summary of acquisitions, faults by
