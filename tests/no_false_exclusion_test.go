@@ -157,7 +157,7 @@ func TestRestartSafety_clientsWithOtherSettingsAndKilledConnectionsExcludeNothin
 		}
 	}
 	for turn := range 2 * len(clients) {
-		lockOnce(turn % len(clients))
+		t.Logf("turn %d, client %d: a free key locked in %v", turn, turn%len(clients), lockOnce(turn%len(clients)).Round(time.Microsecond))
 	}
 	for i, s := range c.Nodes() {
 		_, err := s.Do("CLIENT", "KILL", "TYPE", "normal")

@@ -19,19 +19,7 @@ import (
 // slot it does not serve, and a script whose keys span slots (CROSSSLOT).
 func TestClusterPool_routesByTheSlotAndFollowsAMove(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := newCluster(0, 3)
-		defer func() {
-			for _, s := range cl.shards {
-				s.Close()
-			}
-		}()
-		w := &world{}
-		cp := &clusterPool{addr: "c", cl: cl}
-		for _, s := range cl.shards {
-			p := w.newPool(s, "c1")
-			defer p.Close()
-			cp.shards = append(cp.shards, p)
-		}
+		cl, cp := testCluster(t)
 		ctx := context.Background()
 		set := pool.NewScript(1, `return redis.call("SET", KEYS[1], ARGV[1])`)
 		get := pool.NewScript(1, `return redis.call("GET", KEYS[1])`)
@@ -59,23 +47,25 @@ func TestClusterPool_routesByTheSlotAndFollowsAMove(t *testing.T) {
 // its first key.
 func TestClusterPool_routesAScriptOfAVariableKeyCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cl := newCluster(0, 3)
-		defer func() {
-			for _, s := range cl.shards {
-				s.Close()
-			}
-		}()
-		w := &world{}
-		cp := &clusterPool{addr: "c", cl: cl}
-		for _, s := range cl.shards {
-			p := w.newPool(s, "c1")
-			defer p.Close()
-			cp.shards = append(cp.shards, p)
-		}
+		_, cp := testCluster(t)
 		keys := pool.NewScript(-1, `return redis.call("SET", KEYS[1], ARGV[1])`)
 		for _, k := range []string{"k1", "k3", "el"} {
 			_, err := cp.Eval(context.Background(), keys, 1, k, "v")
 			require.NoError(t, err, k)
 		}
 	})
+}
+
+// testCluster is a cluster of 3 shards and a pool of it, closed when the
+// test ends.
+func testCluster(t *testing.T) (*simCluster, *clusterPool) {
+	cl := newCluster(0, 3)
+	w := &world{}
+	cp := &clusterPool{addr: "c", cl: cl}
+	for _, s := range cl.shards {
+		p := w.newPool(s, "c1")
+		cp.shards = append(cp.shards, p)
+		t.Cleanup(func() { _ = p.Close(); s.Close() })
+	}
+	return cl, cp
 }

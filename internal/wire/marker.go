@@ -103,12 +103,15 @@ func SameLineage(recorded, now string, own bool) bool {
 	return (recorded == "" || recorded == UnknownLineage) && own
 }
 
-// BornOf lists the shards (ShardOf's run id and lineage of each) that ran
-// when a deployment was new, as FactKey(FactBorn) keeps them.
+// BornOf lists the shards (the run id and lineage of each) that ran when
+// a deployment was new, as FactKey(FactBorn) keeps them; an empty run id
+// (a shard that did not answer) is left out.
 func BornOf(runIDs, lineages []string) string {
-	parts := make([]string, len(runIDs))
-	for k := range runIDs {
-		parts[k] = runIDs[k] + ":" + lineages[k]
+	var parts []string
+	for k, id := range runIDs {
+		if id != "" {
+			parts = append(parts, id+":"+lineages[k])
+		}
 	}
 	return strings.Join(parts, " ")
 }

@@ -84,6 +84,7 @@ func TestMarker_marksItsProcessAndLineage(t *testing.T) {
 func TestBorn_listsShardsByProcessAndLineage(t *testing.T) {
 	born := BornOf([]string{"aa", "bb"}, []string{"11", UnknownLineage})
 	require.Equal(t, "aa:11 bb:0", born)
+	require.Equal(t, born, BornOf([]string{"aa", "", "bb"}, []string{"11", "", UnknownLineage}), "a shard that did not answer is left out")
 	require.True(t, BornHas(born, "aa", "11", false))
 	require.False(t, BornHas(born, "aa", "22", true), "another lineage")
 	require.False(t, BornHas(born, "cc", "11", true), "another process")
